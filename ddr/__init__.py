@@ -1,0 +1,33 @@
+"""ddr: statistics and dimensionality reduction on arrays larger than memory.
+
+Estimators follow scikit-learn's contract and accept numpy, dask and xarray input; every fit
+is passes of mergeable statistics (:mod:`ddr.stats`) over the row blocks of the data.
+Public names are imported lazily so ``import ddr`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    "stats": "ddr.stats",
+    "io": "ddr.io",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        module = importlib.import_module(_EXPORTS[name])
+        return module if module.__name__.endswith("." + name) else getattr(module, name)
+    raise AttributeError(f"module 'ddr' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
+
+__all__ = sorted(_EXPORTS)

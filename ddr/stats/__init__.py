@@ -1,0 +1,26 @@
+"""Mergeable statistics and the one-pass reduction engine.
+
+Every statistic is a small frozen value with ``from_block``, ``merge``, read-outs and
+``to_dict``/``from_dict``; :func:`compute` evaluates one or several of them over numpy, dask
+or xarray input in a single pass.
+"""
+
+from ddr.stats.base import Statistic, StatSpec, merge_all, statistic_from_dict
+from ddr.stats.categorical import CategoricalCounts
+from ddr.stats.class_moments import ClassMoments
+from ddr.stats.engine import compute, lazy
+from ddr.stats.histogram import Histogram
+from ddr.stats.moments import Moments
+
+__all__ = [
+    "CategoricalCounts",
+    "ClassMoments",
+    "Histogram",
+    "Moments",
+    "StatSpec",
+    "Statistic",
+    "compute",
+    "lazy",
+    "merge_all",
+    "statistic_from_dict",
+]

@@ -1,0 +1,99 @@
+"""Validation of in-memory blocks, labels and weights, with messages that name what was given."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "check_block",
+    "check_finite",
+    "check_labels",
+    "check_same_labels_kind",
+    "check_weights",
+    "label_kind",
+]
+
+
+def check_block(X: np.ndarray, name: str = "X") -> np.ndarray:
+    """Return ``X`` as a 2-D numeric numpy array, or raise naming what it was."""
+    X = np.asarray(X)
+    if X.ndim != 2:
+        raise ValueError(
+            f"{name} must be 2-D (n_samples, n_features); got an array with ndim={X.ndim} "
+            f"and shape {X.shape}"
+        )
+    if X.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must have a numeric dtype; got dtype {X.dtype}")
+    return X
+
+
+def check_finite(X: np.ndarray, name: str = "X", hint: str = "") -> None:
+    """Raise a ValueError naming NaN or infinity found in ``X`` (used after a cheap test failed)."""
+    if X.dtype.kind != "f":
+        return
+    n_nan = int(np.isnan(X).sum())
+    n_inf = int(np.isinf(X).sum())
+    if n_nan or n_inf:
+        what = " and ".join(
+            s for s in (f"{n_nan} NaN" if n_nan else "", f"{n_inf} infinite" if n_inf else "") if s
+        )
+        raise ValueError(f"{name} contains {what} value(s){hint}")
+
+
+def label_kind(y: np.ndarray) -> str:
+    """``"numeric"`` or ``"string"``: labels of one kind never mix with the other."""
+    return "string" if y.dtype.kind in "USO" else "numeric"
+
+
+def check_labels(y: np.ndarray, n_samples: int, name: str = "y") -> np.ndarray:
+    """Return labels as a 1-D array of an integer, float or unicode dtype, or raise.
+
+    Object arrays must hold only strings; NaN labels are refused.
+    """
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim != 1:
+        raise ValueError(f"{name} must be 1-D (n_samples,); got shape {y.shape}")
+    if y.shape[0] != n_samples:
+        raise ValueError(
+            f"{name} has {y.shape[0]} labels but X has {n_samples} samples; they must be equal"
+        )
+    if y.dtype.kind == "O":
+        if not all(isinstance(v, str) for v in y):
+            raise TypeError(
+                f"{name}: object labels must all be strings; got "
+                f"{sorted({type(v).__name__ for v in y})}"
+            )
+        y = y.astype(str)
+    elif y.dtype.kind == "S":
+        y = y.astype(str)
+    elif y.dtype.kind == "b":
+        y = y.astype(np.int64)
+    elif y.dtype.kind not in "iufU":
+        raise TypeError(f"{name} must hold integer, float or string labels; got dtype {y.dtype}")
+    if y.dtype.kind == "f" and not np.isfinite(y).all():
+        raise ValueError(f"{name} contains NaN or infinite labels; every sample needs a class")
+    return y
+
+
+def check_same_labels_kind(a: np.ndarray, b: np.ndarray, what: str) -> None:
+    if label_kind(a) != label_kind(b):
+        raise TypeError(
+            f"cannot merge {what} with {label_kind(a)} labels and {what} with {label_kind(b)} "
+            "labels; use one label type throughout"
+        )
+
+
+def check_weights(w: np.ndarray | None, n_samples: int) -> np.ndarray | None:
+    """Return sample weights as float64, or raise if they are not finite and non-negative."""
+    if w is None:
+        return None
+    w = np.asarray(w, dtype=np.float64)
+    if w.ndim != 1 or w.shape[0] != n_samples:
+        raise ValueError(
+            f"sample_weight must have shape ({n_samples},) to match X; got shape {w.shape}"
+        )
+    if not np.isfinite(w).all() or (w < 0).any():
+        raise ValueError("sample_weight must be finite and non-negative")
+    return w

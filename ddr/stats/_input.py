@@ -1,0 +1,168 @@
+"""numpy, dask and xarray inputs as one thing: a 2-D array of rows, plus what is needed to give
+results back in the caller's form."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Hashable
+from typing import Any, Literal
+
+import dask.array as da
+import numpy as np
+
+__all__ = ["Rows", "align_to_rows", "as_rows", "is_dask", "is_xarray", "row_chunk_message"]
+
+Kind = Literal["numpy", "dask", "xarray"]
+
+
+def is_dask(x: Any) -> bool:
+    return isinstance(x, da.Array)
+
+
+def is_xarray(x: Any) -> bool:
+    # xarray is imported lazily: plain numpy users never pay for it.
+    return type(x).__module__.startswith("xarray.") and hasattr(x, "dims")
+
+
+@dataclasses.dataclass(frozen=True)
+class Rows:
+    """A 2-D (n_samples, n_features) numpy or dask array and where it came from.
+
+    ``template`` is the original DataArray for xarray input (transposed to sample-first), so
+    outputs can carry its sample coordinate and feature coordinate.
+    """
+
+    data: Any
+    kind: Kind
+    sample_dim: Hashable | None = None
+    feature_dim: Hashable | None = None
+    template: Any = None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.data.shape
+
+    @property
+    def is_lazy(self) -> bool:
+        """Whether the data is a dask array (xarray input may hold either)."""
+        return is_dask(self.data)
+
+
+def row_chunk_message(chunks: tuple[tuple[int, ...], ...], name: str = "X") -> str:
+    return (
+        f"{name} is chunked along features (column chunks {chunks[1]}); ddr reads whole rows. "
+        f"Rechunk with {name}.rechunk({{1: -1}}) (or store the Zarr array with chunks that hold "
+        "complete rows, e.g. chunks=(100_000, n_features))"
+    )
+
+
+def as_rows(
+    X: Any,
+    *,
+    sample_dim: Hashable | None = None,
+    name: str = "X",
+    allow_column_chunks: bool = False,
+) -> Rows:
+    """Normalise ``X`` to :class:`Rows`.
+
+    Parameters
+    ----------
+    X : array-like, dask.array.Array or xarray.DataArray of shape (n_samples, n_features)
+    sample_dim : hashable, optional
+        For a DataArray, the dimension that indexes samples (default: its first dimension).
+    allow_column_chunks : bool
+        Accept dask arrays chunked along features (only for blockwise maps that do not need
+        whole rows).
+    """
+    if is_xarray(X):
+        if not hasattr(X, "variable"):
+            raise TypeError(f"{name}: expected an xarray.DataArray, got {type(X).__name__}")
+        if X.ndim != 2:
+            raise ValueError(
+                f"{name} must be 2-D (n_samples, n_features); got a DataArray with dims {X.dims}"
+            )
+        sdim = X.dims[0] if sample_dim is None else sample_dim
+        if sdim not in X.dims:
+            raise ValueError(f"sample_dim={sdim!r} is not a dimension of {name} (dims {X.dims})")
+        fdim = next(d for d in X.dims if d != sdim)
+        X = X.transpose(sdim, fdim)
+        inner = as_rows(X.data, name=name, allow_column_chunks=allow_column_chunks)
+        return Rows(inner.data, "xarray", sdim, fdim, X)
+    if is_dask(X):
+        if X.ndim != 2:
+            raise ValueError(
+                f"{name} must be 2-D (n_samples, n_features); got a dask array with ndim={X.ndim} "
+                f"and shape {X.shape}"
+            )
+        if len(X.chunks[1]) > 1 and not allow_column_chunks:
+            raise ValueError(row_chunk_message(X.chunks, name))
+        _check_numeric(X.dtype, name)
+        return Rows(X, "dask")
+    X = np.asarray(X)
+    if X.ndim != 2:
+        raise ValueError(
+            f"{name} must be 2-D (n_samples, n_features); got an array with ndim={X.ndim} "
+            f"and shape {X.shape}"
+        )
+    _check_numeric(X.dtype, name)
+    return Rows(X, "numpy")
+
+
+def _check_numeric(dtype: np.dtype, name: str) -> None:
+    if np.dtype(dtype).kind not in "biuf":
+        raise TypeError(f"{name} must have a numeric dtype; got dtype {dtype}")
+
+
+def align_to_rows(v: Any, rows: Rows, name: str) -> Any:
+    """A 1-D per-sample vector (labels or weights) in the form of ``rows``.
+
+    For dask rows the result is a dask array with the same row chunks; for numpy rows a numpy
+    array. xarray vectors are taken by value (their sample dim must be the rows' sample dim).
+    """
+    if v is None:
+        return None
+    if is_xarray(v):
+        if rows.sample_dim is not None and v.dims != (rows.sample_dim,):
+            raise ValueError(
+                f"{name} must be 1-D along {rows.sample_dim!r}; got a DataArray with dims {v.dims}"
+            )
+        v = v.data
+    n = rows.shape[0]
+    if not rows.is_lazy:
+        v = np.asarray(v.compute() if is_dask(v) else v)
+        if v.ndim == 2 and v.shape[1] == 1:
+            v = v[:, 0]
+        if v.ndim != 1 or v.shape[0] != n:
+            raise ValueError(
+                f"{name} has shape {v.shape} but X has {n} samples; expected shape ({n},)"
+            )
+        return v
+    row_chunks = rows.data.chunks[0]
+    if is_dask(v):
+        if v.ndim != 1:
+            raise ValueError(f"{name} must be 1-D (n_samples,); got shape {v.shape}")
+        if any(np.isnan(c) for c in row_chunks) or any(np.isnan(c) for c in v.chunks[0]):
+            if v.numblocks[0] != len(row_chunks):
+                raise ValueError(
+                    f"X has unknown chunk sizes and {name} has a different number of blocks; "
+                    "call X.compute_chunk_sizes() first"
+                )
+            return v
+        if v.shape[0] != n:
+            raise ValueError(
+                f"{name} has {v.shape[0]} entries but X has {n} samples; they must be equal"
+            )
+        return v if v.chunks[0] == row_chunks else v.rechunk((row_chunks,))
+    v = np.asarray(v)
+    if v.ndim != 1:
+        raise ValueError(f"{name} must be 1-D (n_samples,); got shape {v.shape}")
+    if any(np.isnan(c) for c in row_chunks):
+        raise ValueError(
+            f"X has unknown chunk sizes, so numpy {name} cannot be aligned with it; "
+            "call X.compute_chunk_sizes() first"
+        )
+    if v.shape[0] != n:
+        raise ValueError(
+            f"{name} has {v.shape[0]} entries but X has {n} samples; they must be equal"
+        )
+    return da.from_array(v, chunks=(row_chunks,))

@@ -1,0 +1,150 @@
+"""The contract every mergeable statistic follows, and the spec that configures one.
+
+A statistic is a small immutable value with three operations: ``from_block`` (the statistic
+of one in-memory block of rows), ``merge`` (associative and commutative, so blocks may be
+combined in any tree) and read-outs. ``to_dict``/``from_dict`` give a representation made
+of numpy arrays and JSON scalars only, so statistics can be stored without pickle.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar, Self
+
+import numpy as np
+
+__all__ = ["StatSpec", "Statistic", "merge_all", "statistic_from_dict"]
+
+_REGISTRY: dict[str, type[Statistic]] = {}
+
+
+class Statistic(abc.ABC):
+    """Base class of the mergeable statistics in :mod:`ddr.stats`.
+
+    Subclasses are frozen dataclasses. ``needs_labels`` says whether ``from_block`` requires
+    class labels ``y``; ``accepts_labels`` whether it uses them when given.
+    """
+
+    needs_labels: ClassVar[bool] = False
+    accepts_labels: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _REGISTRY[cls.__name__] = cls
+
+    @classmethod
+    @abc.abstractmethod
+    def from_block(
+        cls,
+        X: np.ndarray,
+        y: np.ndarray | None = None,
+        sample_weight: np.ndarray | None = None,
+        **options: Any,
+    ) -> Self:
+        """The statistic of one in-memory block of rows."""
+
+    @abc.abstractmethod
+    def merge(self, other: Self) -> Self:
+        """Combine with the statistic of disjoint rows (associative and commutative)."""
+
+    @abc.abstractmethod
+    def _arrays(self) -> dict[str, np.ndarray]:
+        """The array fields, by name."""
+
+    @abc.abstractmethod
+    def _scalars(self) -> dict[str, Any]:
+        """The JSON-serialisable fields, by name."""
+
+    @classmethod
+    def spec(cls, **options: Any) -> StatSpec:
+        """A configured statistic for :func:`compute`, e.g. ``Moments.spec(diagonal=True)``."""
+        return StatSpec(cls, tuple(sorted(options.items())))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A dict of numpy arrays and JSON scalars; ``type`` names the statistic."""
+        return {"type": type(self).__name__, **self._scalars(), **self._arrays()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        """Rebuild a statistic from :meth:`to_dict` output."""
+        data = dict(data)
+        kind = data.pop("type", cls.__name__)
+        if kind != cls.__name__:
+            raise ValueError(f"from_dict: expected a {cls.__name__} dict, got type={kind!r}")
+        return cls._from_fields(data)
+
+    @classmethod
+    def _from_fields(cls, fields: dict[str, Any]) -> Self:
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        unknown = set(fields) - names
+        if unknown:
+            raise ValueError(f"from_dict: unknown fields {sorted(unknown)} for {cls.__name__}")
+        return cls(**fields)
+
+
+@dataclasses.dataclass(frozen=True)
+class StatSpec:
+    """A statistic class together with its ``from_block`` options.
+
+    Built with ``Statistic.spec(**options)``; hashable and tokenisable so dask graphs that
+    use it are deterministic.
+    """
+
+    cls: type[Statistic]
+    options: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def needs_labels(self) -> bool:
+        return self.cls.needs_labels
+
+    @property
+    def accepts_labels(self) -> bool:
+        return self.cls.accepts_labels
+
+    def from_block(
+        self,
+        X: np.ndarray,
+        y: np.ndarray | None = None,
+        sample_weight: np.ndarray | None = None,
+    ) -> Statistic:
+        return self.cls.from_block(X, y, sample_weight, **dict(self.options))
+
+    def __repr__(self) -> str:
+        opts = ", ".join(f"{k}={v!r}" for k, v in self.options)
+        return f"{self.cls.__name__}.spec({opts})"
+
+
+def as_spec(stat: type[Statistic] | StatSpec) -> StatSpec:
+    """Accept a bare statistic class or a spec."""
+    if isinstance(stat, StatSpec):
+        return stat
+    if isinstance(stat, type) and issubclass(stat, Statistic):
+        return StatSpec(stat)
+    raise TypeError(
+        "stats: expected a Statistic class (e.g. Moments) or a spec "
+        f"(e.g. Moments.spec(diagonal=True)), got {stat!r}"
+    )
+
+
+def merge_all(stats: Iterable[Statistic]) -> Statistic:
+    """Merge a non-empty sequence of statistics left to right."""
+    it = iter(stats)
+    try:
+        acc = next(it)
+    except StopIteration:
+        raise ValueError("merge_all: no statistics to merge") from None
+    for s in it:
+        acc = acc.merge(s)
+    return acc
+
+
+def statistic_from_dict(data: Mapping[str, Any]) -> Statistic:
+    """Rebuild any statistic from :meth:`Statistic.to_dict` output, dispatching on ``type``."""
+    kind = data.get("type")
+    if kind not in _REGISTRY:
+        raise ValueError(
+            f"statistic_from_dict: unknown type {kind!r}; valid types are {sorted(_REGISTRY)}"
+        )
+    return _REGISTRY[kind].from_dict(data)

@@ -1,0 +1,187 @@
+"""The reduction engine: one pass over the row blocks of X, a statistic per block, a tree merge.
+
+Several statistics of the same input are computed in the same task per block, so the input is
+read once whatever their number. For dask input the engine builds one task per row block and a
+merge tree of bounded fan-in (``split_every``); memory per worker stays at a few blocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import dask
+import numpy as np
+from dask.delayed import Delayed
+
+from ddr.stats._input import Rows, align_to_rows, as_rows
+from ddr.stats.base import Statistic, StatSpec, as_spec
+
+__all__ = ["DEFAULT_SPLIT_EVERY", "compute", "lazy"]
+
+DEFAULT_SPLIT_EVERY = 16
+# numpy input is cut into blocks of about this many bytes (as float64) to bound the temporaries.
+_NUMPY_BLOCK_BYTES = 64 * 2**20
+
+StatsArg = type[Statistic] | StatSpec | Sequence[type[Statistic] | StatSpec]
+
+
+def _specs(stats: StatsArg) -> tuple[tuple[StatSpec, ...], bool]:
+    if isinstance(stats, (list, tuple)):
+        if not stats:
+            raise ValueError("stats: give at least one statistic")
+        return tuple(as_spec(s) for s in stats), False
+    return (as_spec(stats),), True
+
+
+def _block_stats(
+    specs: tuple[StatSpec, ...], X: np.ndarray, y: np.ndarray | None, w: np.ndarray | None
+) -> tuple[int, tuple[Statistic, ...]]:
+    return X.shape[0], tuple(s.from_block(X, y if s.accepts_labels else None, w) for s in specs)
+
+
+def _merge_parts(*parts: tuple[int, tuple[Statistic, ...]]) -> tuple[int, tuple[Statistic, ...]]:
+    n, acc = parts[0]
+    for m, stats in parts[1:]:
+        n += m
+        acc = tuple(a.merge(b) for a, b in zip(acc, stats, strict=True))
+    return n, acc
+
+
+def _finish(part: tuple[int, tuple[Statistic, ...]], single: bool) -> Any:
+    n, stats = part
+    if n == 0:
+        raise ValueError("X is empty: it has 0 samples")
+    return stats[0] if single else stats
+
+
+def _check_inputs(specs: tuple[StatSpec, ...], rows: Rows, y: Any) -> None:
+    n, d = rows.shape
+    if d == 0:
+        raise ValueError("X has 0 features")
+    if n == 0:
+        raise ValueError("X is empty: it has 0 samples")
+    if y is None:
+        missing = [repr(s) for s in specs if s.needs_labels]
+        if missing:
+            raise ValueError(f"{', '.join(missing)} need(s) class labels y; got y=None")
+
+
+def lazy(
+    stats: StatsArg,
+    X: Any,
+    y: Any = None,
+    sample_weight: Any = None,
+    *,
+    sample_dim: Hashable | None = None,
+    split_every: int | None = None,
+) -> Delayed:
+    """The merged statistic(s) of ``X`` as a dask ``Delayed``, for composition.
+
+    Parameters are those of :func:`compute`. Pass several ``lazy`` results to one
+    ``dask.compute`` to share the pass over their common input. numpy input is wrapped as a
+    single-block dask array.
+    """
+    specs, single = _specs(stats)
+    rows = as_rows(X, sample_dim=sample_dim)
+    if not rows.is_lazy:
+        import dask.array as da
+
+        rows = Rows(da.from_array(rows.data, chunks=(_numpy_block_rows(rows.data), -1)), "dask")
+    return _lazy_rows(specs, single, rows, y, sample_weight, split_every)
+
+
+def _lazy_rows(
+    specs: tuple[StatSpec, ...],
+    single: bool,
+    rows: Rows,
+    y: Any,
+    sample_weight: Any,
+    split_every: int | None,
+) -> Delayed:
+    y = align_to_rows(y, rows, "y")
+    w = align_to_rows(sample_weight, rows, "sample_weight")
+    _check_inputs(specs, rows, y)
+    fan_in = DEFAULT_SPLIT_EVERY if split_every is None else int(split_every)
+    if fan_in < 2:
+        raise ValueError(f"split_every must be at least 2; got {split_every}")
+
+    x_blocks = rows.data.to_delayed().ravel()
+    y_blocks = [None] * len(x_blocks) if y is None else y.to_delayed().ravel()
+    w_blocks = [None] * len(x_blocks) if w is None else w.to_delayed().ravel()
+    token = dask.base.tokenize(specs, rows.data, y, w, fan_in)
+    block_fn = dask.delayed(_block_stats, pure=True)
+    level = [
+        block_fn(specs, xb, yb, wb, dask_key_name=(f"ddr-stats-block-{token}", i))
+        for i, (xb, yb, wb) in enumerate(zip(x_blocks, y_blocks, w_blocks, strict=True))
+    ]
+    merge_fn = dask.delayed(_merge_parts, pure=True)
+    depth = 0
+    while len(level) > 1:
+        level = [
+            merge_fn(*level[i : i + fan_in], dask_key_name=(f"ddr-stats-merge-{token}", depth, j))
+            for j, i in enumerate(range(0, len(level), fan_in))
+        ]
+        depth += 1
+    return dask.delayed(_finish, pure=True)(level[0], single, dask_key_name=f"ddr-stats-{token}")
+
+
+def compute(
+    stats: StatsArg,
+    X: Any,
+    y: Any = None,
+    sample_weight: Any = None,
+    *,
+    sample_dim: Hashable | None = None,
+    split_every: int | None = None,
+    **compute_kwargs: Any,
+) -> Any:
+    """Compute one or several statistics of ``X`` in one pass over its rows.
+
+    Parameters
+    ----------
+    stats : Statistic class, StatSpec, or a list/tuple of them
+        E.g. ``Moments``, ``Moments.spec(diagonal=True)`` or ``[Moments, ClassMoments]``.
+    X : array-like, dask.array.Array or xarray.DataArray, shape (n_samples, n_features)
+        Dask arrays must hold whole rows in each chunk (a single chunk along features).
+    y : array-like of shape (n_samples,), optional
+        Class labels (integer, float or string), for statistics that use them.
+    sample_weight : array-like of shape (n_samples,), optional
+        Non-negative frequency weights.
+    sample_dim : hashable, optional
+        The sample dimension of a DataArray ``X`` (default: its first dimension).
+    split_every : int, optional
+        Fan-in of the merge tree (default 16).
+    **compute_kwargs
+        Passed to ``dask.compute`` for dask input (e.g. ``scheduler=``).
+
+    Returns
+    -------
+    Statistic or tuple of Statistic
+        One merged statistic for a single ``stats``; a tuple in the same order for a list.
+    """
+    specs, single = _specs(stats)
+    rows = as_rows(X, sample_dim=sample_dim)
+    if rows.is_lazy:
+        (result,) = dask.compute(
+            _lazy_rows(specs, single, rows, y, sample_weight, split_every), **compute_kwargs
+        )
+        return result
+    y = align_to_rows(y, rows, "y")
+    w = align_to_rows(sample_weight, rows, "sample_weight")
+    _check_inputs(specs, rows, y)
+    step = _numpy_block_rows(rows.data)
+    parts = [
+        _block_stats(
+            specs,
+            rows.data[i : i + step],
+            None if y is None else y[i : i + step],
+            None if w is None else w[i : i + step],
+        )
+        for i in range(0, rows.shape[0], step)
+    ]
+    return _finish(_merge_parts(*parts), single)
+
+
+def _numpy_block_rows(X: np.ndarray) -> int:
+    return max(1, _NUMPY_BLOCK_BYTES // (8 * max(X.shape[1], 1)))

@@ -1,0 +1,246 @@
+"""Linearly binned counts per (class, feature) on a fixed dyadic lattice, for binned KDE.
+
+Every feature is binned on the lattice ``g * 2**e`` (``g`` integer) with one exponent ``e``
+per feature. Linear binning gives a point ``x = (g + t) 2**e`` weight ``1 - t`` at ``g`` and
+``t`` at ``g + 1``. The lattice is fixed, never placed by the data, so two histograms merge
+by adding counts after bringing both to the coarser exponent; coarsening a linearly binned
+histogram by two (even points keep their weight, odd points split it half and half between
+their neighbours) is *exactly* the linear binning of the same points at twice the width.
+Merging is therefore associative and commutative, and one pass gives the same histogram as
+binning all the data at the final width.
+
+The number of lattice points per feature never exceeds ``n_bins``: a block is binned at the
+finest width that fits its range into ``n_bins`` points, and a merge coarsens until the union
+fits. The width at the end is at most ``4 * range / n_bins``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Self
+
+import numpy as np
+
+from ddr.stats._checks import check_block, check_finite, check_labels, check_weights
+from ddr.stats.base import Statistic
+from ddr.stats.class_moments import union_classes
+
+__all__ = ["Histogram"]
+
+DEFAULT_BINS = 2048
+_EMPTY = -(1 << 20)  # exponent of a feature with no data yet
+_MIN_EXPONENT = -1000  # keep 2**e a normal float64
+
+
+def _exponent_for(lo: float, hi: float, n_bins: int, min_exponent: int) -> int:
+    """Smallest exponent whose lattice holds [lo, hi] and a right neighbour in n_bins points."""
+    if hi > lo:
+        e = int(np.ceil(np.log2((hi - lo) / (n_bins - 2))))
+    else:
+        # A single value: a width far below its magnitude, coarsened later if needed.
+        e = int(np.frexp(max(abs(lo), 1e-300))[1]) - 30
+    e = max(e, min_exponent, _MIN_EXPONENT)
+    while np.floor(np.ldexp(hi, -e)) - np.floor(np.ldexp(lo, -e)) + 2 > n_bins:
+        e += 1
+    return e
+
+
+def _coarsen(counts: np.ndarray, start: int, steps: int) -> tuple[np.ndarray, int]:
+    """Coarsen (n_classes, n_bins) lattice counts by 2**steps; returns new counts and start."""
+    for _ in range(steps):
+        g = start + np.arange(counts.shape[1])
+        new_start = start // 2
+        even = (g % 2) == 0
+        out = np.zeros_like(counts)
+        idx = g // 2 - new_start
+        np.add.at(out, (slice(None), idx), np.where(even, counts, 0.5 * counts))
+        odd = ~even
+        np.add.at(out, (slice(None), idx[odd] + 1), 0.5 * counts[:, odd])
+        counts, start = out, new_start
+    return counts, start
+
+
+def _extent(counts: np.ndarray) -> int:
+    """Index one past the last lattice point holding weight."""
+    nz = np.flatnonzero(counts.any(axis=0))
+    return int(nz[-1]) + 1 if nz.size else 0
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Histogram(Statistic):
+    """Linearly binned counts per class and feature on a dyadic lattice.
+
+    Parameters
+    ----------
+    classes : ndarray of shape (n_classes,) or None
+        Sorted class labels; ``None`` when binned without labels.
+    counts : ndarray of shape (n_classes, n_features, n_bins)
+        ``counts[k, j, i]`` is the linearly binned weight of class ``k`` at the lattice point
+        ``(start[j] + i) * 2**exponent[j]`` of feature ``j``.
+    start : ndarray of shape (n_features,)
+        Lattice index of the first bin of each feature.
+    exponent : ndarray of shape (n_features,)
+        Bin width ``2**exponent`` of each feature.
+    """
+
+    classes: np.ndarray | None
+    counts: np.ndarray
+    start: np.ndarray
+    exponent: np.ndarray
+
+    accepts_labels = True
+
+    @classmethod
+    def from_block(
+        cls,
+        X: np.ndarray,
+        y: np.ndarray | None = None,
+        sample_weight: np.ndarray | None = None,
+        *,
+        n_bins: int = DEFAULT_BINS,
+        min_bin_width: float | None = None,
+    ) -> Self:
+        """Histogram of one in-memory block.
+
+        Parameters
+        ----------
+        n_bins : int
+            Lattice points kept per feature (at least 16).
+        min_bin_width : float, optional
+            Never bin finer than this (rounded down to a power of two).
+        """
+        X = check_block(X)
+        if n_bins < 16:
+            raise ValueError(f"n_bins must be at least 16; got {n_bins}")
+        if X.dtype.kind == "f" and not np.isfinite(X).all():
+            check_finite(X, hint="; the histogram needs finite values")
+        n, d = X.shape
+        w = check_weights(sample_weight, n)
+        if y is None:
+            classes, inverse = None, np.zeros(n, dtype=np.int64)
+        else:
+            classes, inverse = np.unique(check_labels(y, n), return_inverse=True)
+        k = 1 if classes is None else classes.shape[0]
+        min_e = _MIN_EXPONENT if not min_bin_width else int(np.floor(np.log2(min_bin_width)))
+        if n == 0:
+            return cls.empty(classes, d, n_bins)
+        Xf = np.asarray(X, dtype=np.float64)
+        lo, hi = Xf.min(axis=0), Xf.max(axis=0)
+        exponent = np.array([_exponent_for(lo[j], hi[j], n_bins, min_e) for j in range(d)])
+        t = np.ldexp(Xf, -exponent)
+        g = np.floor(t)
+        frac = t - g
+        start = np.floor(np.ldexp(lo, -exponent)).astype(np.int64)
+        idx = g.astype(np.int64) - start
+        flat = (inverse[:, None] * d + np.arange(d)) * n_bins + idx
+        wl = 1.0 - frac if w is None else (1.0 - frac) * w[:, None]
+        wr = frac if w is None else frac * w[:, None]
+        size = k * d * n_bins
+        counts = np.bincount(flat.ravel(), wl.ravel(), size) + np.bincount(
+            (flat + 1).ravel(), wr.ravel(), size
+        )
+        return cls(classes, counts.reshape(k, d, n_bins), start, exponent)
+
+    @classmethod
+    def empty(cls, classes: np.ndarray | None, n_features: int, n_bins: int = DEFAULT_BINS) -> Self:
+        """No data yet: the identity of :meth:`merge`."""
+        k = 1 if classes is None else len(classes)
+        return cls(
+            classes,
+            np.zeros((k, n_features, n_bins)),
+            np.zeros(n_features, dtype=np.int64),
+            np.full(n_features, _EMPTY, dtype=np.int64),
+        )
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "counts", np.asarray(self.counts, dtype=np.float64))
+        object.__setattr__(self, "start", np.asarray(self.start, dtype=np.int64))
+        object.__setattr__(self, "exponent", np.asarray(self.exponent, dtype=np.int64))
+        if self.classes is not None:
+            object.__setattr__(self, "classes", np.asarray(self.classes))
+
+    @property
+    def n_features(self) -> int:
+        return self.counts.shape[1]
+
+    @property
+    def n_bins(self) -> int:
+        return self.counts.shape[2]
+
+    def merge(self, other: Self) -> Self:
+        if not isinstance(other, Histogram):
+            raise TypeError(f"cannot merge Histogram with {type(other).__name__}")
+        if self.n_features != other.n_features or self.n_bins != other.n_bins:
+            raise ValueError(
+                f"cannot merge a Histogram of {self.n_features} features x {self.n_bins} bins "
+                f"with one of {other.n_features} features x {other.n_bins} bins"
+            )
+        if (self.classes is None) != (other.classes is None):
+            raise ValueError("cannot merge labelled Histograms with unlabelled ones")
+        if self.classes is None:
+            classes, rows_a, rows_b = None, slice(None), slice(None)
+            k = 1
+        else:
+            classes = union_classes(self.classes, other.classes, "Histogram")
+            rows_a = np.searchsorted(classes, self.classes)
+            rows_b = np.searchsorted(classes, other.classes)
+            k = classes.shape[0]
+        B, d = self.n_bins, self.n_features
+        counts = np.zeros((k, d, B))
+        start = np.zeros(d, dtype=np.int64)
+        exponent = np.full(d, _EMPTY, dtype=np.int64)
+        for j in range(d):
+            parts = [
+                (rows, h.counts[:, j, :], int(h.start[j]), int(h.exponent[j]))
+                for rows, h in ((rows_a, self), (rows_b, other))
+                if h.exponent[j] != _EMPTY
+            ]
+            if not parts:
+                continue
+            e = max(p[3] for p in parts)
+            parts = [(r, *_coarsen(c, s, e - pe)) for r, c, s, pe in parts]
+            while True:
+                lo = min(s for _, _, s in parts)
+                hi = max(s + _extent(c) for _, c, s in parts)
+                if hi - lo <= B:
+                    break
+                parts = [(r, *_coarsen(c, s, 1)) for r, c, s in parts]
+                e += 1
+            for r, c, s in parts:
+                n_used = _extent(c)
+                counts[r, j, s - lo : s - lo + n_used] += c[:, :n_used]
+            start[j], exponent[j] = lo, e
+        return type(self)(classes, counts, start, exponent)
+
+    # --------------------------------------------------------------- read-outs
+    @property
+    def bin_width(self) -> np.ndarray:
+        """Lattice spacing per feature, shape (n_features,)."""
+        return np.ldexp(1.0, self.exponent)
+
+    def grid(self, j: int) -> np.ndarray:
+        """Positions of feature ``j``'s lattice points, shape (n_bins,)."""
+        return np.ldexp(
+            (self.start[j] + np.arange(self.n_bins)).astype(np.float64), int(self.exponent[j])
+        )
+
+    @property
+    def class_counts(self) -> np.ndarray:
+        """Total weight per class, shape (n_classes,)."""
+        if self.n_features == 0:
+            return np.zeros(self.counts.shape[0])
+        return self.counts[:, 0, :].sum(axis=1)
+
+    # ---------------------------------------------------------- serialisation
+    def _arrays(self) -> dict[str, np.ndarray]:
+        out = {"counts": self.counts, "start": self.start, "exponent": self.exponent}
+        if self.classes is not None:
+            out["classes"] = self.classes
+        return out
+
+    def _scalars(self) -> dict[str, Any]:
+        return {}
+
+    @classmethod
+    def _from_fields(cls, fields: dict[str, Any]) -> Self:
+        return cls(fields.get("classes"), fields["counts"], fields["start"], fields["exponent"])
