@@ -16,6 +16,27 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     "stats": "ddr.stats",
     "io": "ddr.io",
+    "load": "ddr.io.models",
+    # linear reductions
+    "StandardScaler": "ddr.preprocessing.scaler",
+    "PCA": "ddr.decomposition.pca",
+    "GaussianRandomProjection": "ddr.projection.random_projection",
+    "SparseRandomProjection": "ddr.projection.random_projection",
+    "johnson_lindenstrauss_min_dim": "ddr.projection.random_projection",
+    # generative classifiers and densities
+    "GaussianDensity": "ddr.density.gaussian",
+    "CategoricalDensity": "ddr.density.categorical",
+    "KernelDensity": "ddr.density.kde",
+    "GaussianNB": "ddr.naive_bayes.gaussian",
+    "CategoricalNB": "ddr.naive_bayes.categorical",
+    "BernoulliNB": "ddr.naive_bayes.bernoulli",
+    "KernelNB": "ddr.naive_bayes.kernel",
+    "QuadraticDiscriminantAnalysis": "ddr.discriminant_analysis.qda",
+    "LinearDiscriminantAnalysis": "ddr.discriminant_analysis.lda",
+    # nonlinear and probabilistic reductions
+    "KernelPCA": "ddr.decomposition.kernel_pca",
+    "PPCA": "ddr.decomposition.ppca",
+    "CCA": "ddr.cross_decomposition.cca",
 }
 
 

@@ -1,0 +1,221 @@
+"""What every ddr estimator shares: input in three forms, output in the form of the input.
+
+Estimators subclass scikit-learn's ``BaseEstimator`` and mixins plus :class:`DDRMixin`.
+In-memory input goes through scikit-learn's own ``validate_data`` (so messages and
+``check_estimator`` behaviour are scikit-learn's); dask and xarray input get the same checks
+without computing anything. Outputs follow the input: numpy in -> numpy out, dask in -> lazy
+dask out (blockwise over the row blocks), DataArray in -> DataArray out with the sample
+coordinate kept and a new named dim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+import dask.array as da
+import numpy as np
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ddr.stats._input import Rows, align_to_rows, as_rows
+
+__all__ = ["FEATURE", "DDRMixin", "map_rows"]
+
+#: Placeholder for "the feature dim of the training data" in ``_xarray_dims``.
+FEATURE = "__feature__"
+
+
+class DDRMixin:
+    """Input handling, blockwise output and persistence shared by ddr estimators.
+
+    Subclasses declare ``_xarray_dims``: for fitted attributes with a feature or class axis,
+    the dims :meth:`as_xarray` gives them (``FEATURE`` stands for the training data's feature
+    dim), e.g. ``{"components_": ("component", FEATURE)}``.
+    """
+
+    _xarray_dims: dict[str, tuple[str, ...]] = {}
+
+    # ------------------------------------------------------------------ input
+    def _rows(
+        self,
+        X: Any,
+        *,
+        reset: bool,
+        sample_dim: Hashable | None = None,
+        dtype: Any = (np.float64, np.float32),
+        allow_nan: bool = False,
+    ) -> Rows:
+        """Validate ``X`` for fit (``reset=True``) or for use after fit (``reset=False``).
+
+        numpy-like input is validated by scikit-learn (dtype conversion, finiteness, 2-D,
+        ``n_features_in_``); dask and xarray input are checked for shape and row chunks here,
+        and for finiteness inside the blocks as they are read.
+        """
+        if not reset:
+            check_is_fitted(self)
+        rows = as_rows(X, sample_dim=sample_dim) if _is_lazy_or_xarray(X) else None
+        if rows is None or not rows.is_lazy:
+            data = X if rows is None else rows.data
+            arr = validate_data(
+                self,
+                data,
+                reset=reset,
+                dtype=list(dtype) if isinstance(dtype, tuple) else dtype,
+                ensure_all_finite="allow-nan" if allow_nan else True,
+            )
+            if rows is None:
+                return Rows(arr, "numpy")
+            if reset:
+                self._remember_features(rows)
+            return Rows(arr, rows.kind, rows.sample_dim, rows.feature_dim, rows.template)
+        n_features = rows.shape[1]
+        if reset:
+            self.n_features_in_ = n_features
+            if rows.kind == "xarray":
+                self._remember_features(rows)
+        elif n_features != self.n_features_in_:
+            raise ValueError(
+                f"X has {n_features} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input."
+            )
+        if rows.shape[0] == 0:
+            raise ValueError(
+                f"Found array with 0 sample(s) (shape={rows.shape}) while a minimum of 1 is "
+                "required."
+            )
+        return rows
+
+    def _labels(self, y: Any, rows: Rows) -> Any:
+        """Labels aligned with ``rows`` (numpy for in-memory rows, dask with the same chunks)."""
+        return align_to_rows(y, rows, "y")
+
+    def _remember_features(self, rows: Rows) -> None:
+        tmpl = rows.template
+        self.feature_dim_ = rows.feature_dim
+        if rows.feature_dim in tmpl.coords:
+            self.feature_coords_ = np.asarray(tmpl.coords[rows.feature_dim].values)
+
+    # ----------------------------------------------------------------- output
+    def as_xarray(self, name: str) -> Any:
+        """A fitted attribute as a DataArray with named dims and the feature coordinate.
+
+        Parameters
+        ----------
+        name : str
+            A fitted attribute listed in the estimator's ``_xarray_dims``.
+        """
+        import xarray as xr
+
+        check_is_fitted(self)
+        if name not in self._xarray_dims:
+            raise ValueError(
+                f"{type(self).__name__}.as_xarray: {name!r} is not available; valid names are "
+                f"{sorted(self._xarray_dims)}"
+            )
+        value = np.asarray(getattr(self, name))
+        fdim = getattr(self, "feature_dim_", "feature")
+        dims = tuple(fdim if d == FEATURE else d for d in self._xarray_dims[name])
+        coords: dict[str, Any] = {}
+        if FEATURE in self._xarray_dims[name] and hasattr(self, "feature_coords_"):
+            coords[fdim] = self.feature_coords_
+        if "class" in dims and hasattr(self, "classes_"):
+            coords["class"] = self.classes_
+        return xr.DataArray(value, dims=dims, coords=coords, name=name.rstrip("_"))
+
+    # ------------------------------------------------------------ persistence
+    def save(self, path: str, *, if_exists: str = "error") -> None:
+        """Save the fitted estimator to a Zarr group (arrays as arrays, parameters as JSON).
+
+        Load it back with :func:`ddr.load`. No pickle is written.
+        """
+        from ddr.io.models import save_model  # io sits above estimators; imported on use
+
+        save_model(self, path, if_exists=if_exists)
+
+
+def _is_lazy_or_xarray(X: Any) -> bool:
+    from ddr.stats._input import is_dask, is_xarray
+
+    return is_dask(X) or is_xarray(X)
+
+
+def map_rows(
+    rows: Rows,
+    fn: Callable[..., np.ndarray],
+    *,
+    n_out: int | None,
+    dtype: Any,
+    new_dim: str | None = None,
+    new_coords: Sequence[Any] | None = None,
+    name: str | None = None,
+    args: tuple[Any, ...] = (),
+) -> Any:
+    """Apply ``fn(block, *args)`` to every row block and return the result in the input's form.
+
+    Parameters
+    ----------
+    rows : Rows
+        The validated input.
+    fn : callable
+        Maps an (n_block, n_features) numpy block to (n_block, n_out), or to (n_block,) when
+        ``n_out`` is None (predictions). Must be a module-level function (it is shipped to
+        workers) taking the small fitted arrays in ``args``.
+    n_out : int or None
+        Output width, or None for a 1-D output.
+    dtype : dtype
+        Output dtype.
+    new_dim, new_coords : str, sequence
+        Name and coordinate of the output's second dim for xarray output.
+    name : str, optional
+        Name of the output DataArray and prefix of the dask keys.
+    """
+    X = rows.data
+    if rows.is_lazy:
+        if n_out is None:
+            out = X.map_blocks(
+                fn, *args, drop_axis=1, chunks=(X.chunks[0],), dtype=dtype,
+                meta=np.empty((0,), dtype=dtype), name=_key_name(name, fn, X, args),
+            )
+        else:
+            out = X.map_blocks(
+                fn, *args, chunks=(X.chunks[0], (n_out,)), dtype=dtype,
+                meta=np.empty((0, 0), dtype=dtype), name=_key_name(name, fn, X, args),
+            )
+    else:
+        out = fn(X, *args)
+    if rows.kind != "xarray":
+        return out
+    return _wrap_xarray(rows, out, n_out, new_dim, new_coords, name or fn.__name__.strip("_"))
+
+
+def _key_name(name: str | None, fn: Callable, X: da.Array, args: tuple[Any, ...]) -> str:
+    from dask.base import tokenize
+
+    return f"{name or fn.__name__}-{tokenize(fn, X, *args)}"
+
+
+def _wrap_xarray(
+    rows: Rows,
+    out: Any,
+    n_out: int | None,
+    new_dim: str | None,
+    new_coords: Sequence[Any] | None,
+    name: str,
+) -> Any:
+    import xarray as xr
+
+    tmpl = rows.template
+    sdim = rows.sample_dim
+    coords: dict[str, Any] = {}
+    if sdim in tmpl.coords:
+        coords[sdim] = tmpl.coords[sdim]
+    # non-index coords that live on the sample dim only (e.g. time labels) follow the rows
+    for cname, coord in tmpl.coords.items():
+        if cname != sdim and coord.dims == (sdim,):
+            coords[cname] = coord
+    if n_out is None:
+        return xr.DataArray(out, dims=(sdim,), coords=coords, name=name)
+    dim = new_dim or "component"
+    if new_coords is not None:
+        coords[dim] = np.asarray(new_coords)
+    return xr.DataArray(out, dims=(sdim, dim), coords=coords, name=name)

@@ -1,0 +1,1 @@
+"""Canonical correlation analysis from one pass of joint moments."""

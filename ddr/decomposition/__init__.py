@@ -1,0 +1,1 @@
+"""Decompositions: PCA, kernel PCA, probabilistic PCA."""

@@ -1,0 +1,1 @@
+"""Density estimation: Gaussian and categorical MLE densities, kernel density estimation."""

@@ -1,0 +1,1 @@
+"""Quadratic and linear discriminant analysis (with the Fisher projection)."""

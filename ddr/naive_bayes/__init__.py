@@ -1,0 +1,1 @@
+"""Naive Bayes classifiers fitted from one pass of class statistics."""

@@ -1,0 +1,1 @@
+"""Scalers fitted from one pass of moments."""

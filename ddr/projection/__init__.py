@@ -1,0 +1,1 @@
+"""Random projections (no pass over the data to fit)."""
