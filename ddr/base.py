@@ -11,7 +11,7 @@ coordinate kept and a new named dim.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import dask.array as da
 import numpy as np
@@ -33,7 +33,7 @@ class DDRMixin:
     dim), e.g. ``{"components_": ("component", FEATURE)}``.
     """
 
-    _xarray_dims: dict[str, tuple[str, ...]] = {}
+    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     # ------------------------------------------------------------------ input
     def _rows(
@@ -173,13 +173,22 @@ def map_rows(
     if rows.is_lazy:
         if n_out is None:
             out = X.map_blocks(
-                fn, *args, drop_axis=1, chunks=(X.chunks[0],), dtype=dtype,
-                meta=np.empty((0,), dtype=dtype), name=_key_name(name, fn, X, args),
+                fn,
+                *args,
+                drop_axis=1,
+                chunks=(X.chunks[0],),
+                dtype=dtype,
+                meta=np.empty((0,), dtype=dtype),
+                name=_key_name(name, fn, X, args),
             )
         else:
             out = X.map_blocks(
-                fn, *args, chunks=(X.chunks[0], (n_out,)), dtype=dtype,
-                meta=np.empty((0, 0), dtype=dtype), name=_key_name(name, fn, X, args),
+                fn,
+                *args,
+                chunks=(X.chunks[0], (n_out,)),
+                dtype=dtype,
+                meta=np.empty((0, 0), dtype=dtype),
+                name=_key_name(name, fn, X, args),
             )
     else:
         out = fn(X, *args)

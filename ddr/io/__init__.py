@@ -1,0 +1,32 @@
+"""Zarr and xarray inputs and outputs, and model persistence.
+
+- :func:`open_input`: a Zarr array or group member (v2/v3) or a netCDF variable, lazily.
+- :func:`write_zarr`: outputs that never look complete when they are not.
+- :func:`output_status`, :func:`read_attrs`: what an output holds and whether it is complete.
+- :func:`save_model` / :func:`load`: estimators to Zarr groups and back, no pickle.
+"""
+
+from ddr.io.inputs import describe_input, open_input, opened_inputs
+from ddr.io.models import load, save_model
+from ddr.io.outputs import (
+    STATUS_ATTR,
+    PendingOutput,
+    check_not_input,
+    output_status,
+    read_attrs,
+    write_zarr,
+)
+
+__all__ = [
+    "STATUS_ATTR",
+    "PendingOutput",
+    "check_not_input",
+    "describe_input",
+    "load",
+    "open_input",
+    "opened_inputs",
+    "output_status",
+    "read_attrs",
+    "save_model",
+    "write_zarr",
+]

@@ -1,0 +1,197 @@
+"""Open input arrays lazily: a Zarr array (v2 or v3), an array or variable in a Zarr group, or a
+variable of a netCDF file, as a dask-backed DataArray with its dims, coords and chunks.
+
+Every path opened here is remembered for the life of the process, and :mod:`ddr.io.outputs`
+refuses to write into any of them: a pipeline never overwrites its own input.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from pathlib import Path
+from typing import Any
+
+import dask.array as da
+import numpy as np
+import xarray as xr
+import zarr
+
+__all__ = ["describe_input", "open_input", "opened_inputs"]
+
+_NETCDF_SUFFIXES = (".nc", ".nc4", ".netcdf", ".h5", ".hdf5", ".cdf")
+_OPENED: set[Path] = set()
+_OPENED_LOCK = threading.Lock()
+
+
+def opened_inputs() -> frozenset[Path]:
+    """Resolved paths of every input opened in this process."""
+    with _OPENED_LOCK:
+        return frozenset(_OPENED)
+
+
+def _remember(path: Path) -> None:
+    with _OPENED_LOCK:
+        _OPENED.add(path.resolve())
+
+
+def is_zarr_store(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a directory holding Zarr v2 or v3 metadata."""
+    p = Path(path)
+    return p.is_dir() and any((p / f).exists() for f in ("zarr.json", ".zgroup", ".zarray"))
+
+
+def _is_netcdf(path: Path) -> bool:
+    if path.suffix.lower() in _NETCDF_SUFFIXES:
+        return True
+    if path.is_file():
+        with path.open("rb") as fh:
+            head = fh.read(8)
+        return head.startswith(b"CDF") or head.startswith(b"\x89HDF")
+    return False
+
+
+def _array_dims(arr: zarr.Array) -> tuple[str, ...]:
+    names = None
+    if arr.metadata.zarr_format == 3:
+        names = arr.metadata.dimension_names
+    else:
+        names = arr.attrs.get("_ARRAY_DIMENSIONS")
+    if names and all(n is not None for n in names):
+        return tuple(names)
+    if arr.ndim == 2:
+        return ("sample", "feature")
+    if arr.ndim == 1:
+        return ("sample",)
+    return tuple(f"dim_{i}" for i in range(arr.ndim))
+
+
+def _has_dim_names(arr: zarr.Array) -> bool:
+    if arr.metadata.zarr_format == 3:
+        names = arr.metadata.dimension_names
+        return bool(names) and all(n is not None for n in names)
+    return "_ARRAY_DIMENSIONS" in arr.attrs
+
+
+def _from_zarr_array(arr: zarr.Array, name: str | None) -> xr.DataArray:
+    attrs = {k: v for k, v in arr.attrs.asdict().items() if k != "_ARRAY_DIMENSIONS"}
+    return xr.DataArray(da.from_zarr(arr), dims=_array_dims(arr), attrs=attrs, name=name)
+
+
+def _list_arrays(group: zarr.Group) -> list[str]:
+    return sorted(name for name, _ in group.arrays())
+
+
+def open_input(
+    path: str | os.PathLike,
+    name: str | None = None,
+    *,
+    chunks: dict[str, int] | None = None,
+    protect: bool = True,
+) -> xr.DataArray:
+    """Open an input array lazily.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A Zarr array, a Zarr group (v2 or v3) or a netCDF file.
+    name : str, optional
+        The array or variable inside a group or netCDF file (``"a/b"`` for nested groups).
+        Required for groups; not allowed for a bare Zarr array.
+    chunks : dict, optional
+        Rechunk by dim name, e.g. ``{"sample": 200_000, "feature": -1}``. By default the
+        stored chunks are used as dask chunks.
+    protect : bool
+        Remember ``path`` as an input for the rest of the process, so that
+        :func:`ddr.io.write_zarr` refuses to write into it (default). Pass ``False`` to read an
+        output back without protecting it.
+
+    Returns
+    -------
+    xarray.DataArray
+        Dask-backed, with the stored dims (or ``("sample", "feature")`` for a 2-D array
+        without dim names), coordinates when the group is an xarray Dataset, and attributes.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"no Zarr store or netCDF file at {str(path)!r}")
+    if _is_netcdf(p):
+        out = _open_netcdf(p, name)
+    elif is_zarr_store(p):
+        out = _open_zarr(p, name)
+    else:
+        raise ValueError(
+            f"{str(path)!r} is neither a Zarr store (no zarr.json, .zgroup or .zarray) nor a "
+            "netCDF file"
+        )
+    if protect:
+        _remember(p)
+    if chunks:
+        unknown = set(chunks) - set(out.dims)
+        if unknown:
+            raise ValueError(f"chunks names dims {sorted(unknown)} not in {out.dims}")
+        out = out.chunk(chunks)
+    return out
+
+
+def _open_zarr(path: Path, name: str | None) -> xr.DataArray:
+    node = zarr.open(store=str(path), mode="r")
+    if isinstance(node, zarr.Array):
+        if name is not None:
+            raise ValueError(f"{str(path)!r} is a Zarr array; name={name!r} is only for groups")
+        return _from_zarr_array(node, path.name.removesuffix(".zarr"))
+    if name is None:
+        raise ValueError(
+            f"{str(path)!r} is a Zarr group, not an array; name one of its arrays with "
+            f"name=... (arrays: {_list_arrays(node)})"
+        )
+    try:
+        target = node[name]
+    except KeyError:
+        raise KeyError(
+            f"no array {name!r} in the Zarr group {str(path)!r}; arrays: {_list_arrays(node)}"
+        ) from None
+    if isinstance(target, zarr.Group):
+        raise ValueError(
+            f"{name!r} in {str(path)!r} is a group, not an array; arrays in it: "
+            f"{_list_arrays(target)}"
+        )
+    parent_path, _, leaf = name.rpartition("/")
+    parent = node[parent_path] if parent_path else node
+    if all(_has_dim_names(a) for _, a in parent.arrays()):
+        # an xarray Dataset: open through xarray for its coordinates and CF decoding
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=RuntimeWarning)
+            ds = xr.open_zarr(str(path), group=parent_path or None, chunks={}, consolidated=False)
+        return ds[leaf]
+    return _from_zarr_array(target, leaf)
+
+
+def _open_netcdf(path: Path, name: str | None) -> xr.DataArray:
+    ds = xr.open_dataset(path, chunks={})
+    if name is None:
+        if len(ds.data_vars) != 1:
+            raise ValueError(
+                f"{str(path)!r} holds several variables; name one with name=... "
+                f"(variables: {sorted(map(str, ds.data_vars))})"
+            )
+        name = str(next(iter(ds.data_vars)))
+    if name not in ds.data_vars:
+        raise KeyError(
+            f"no variable {name!r} in {str(path)!r}; variables: {sorted(map(str, ds.data_vars))}"
+        )
+    return ds[name]
+
+
+def describe_input(arr: xr.DataArray) -> dict[str, Any]:
+    """Metadata that identifies an input without reading its values (for fingerprints)."""
+    data = arr.data
+    chunks = data.chunks if isinstance(data, da.Array) else None
+    return {
+        "name": None if arr.name is None else str(arr.name),
+        "dims": [str(d) for d in arr.dims],
+        "shape": [int(s) for s in arr.shape],
+        "dtype": np.dtype(arr.dtype).str,
+        "chunks": None if chunks is None else [[int(c) for c in cs] for cs in chunks],
+    }

@@ -1,0 +1,282 @@
+"""Write Zarr outputs that never look complete when they are not.
+
+The protocol, in order:
+
+1. refuse a path that is, contains or lies inside an input (given, or opened in this process);
+2. decide what to do with an existing path (``if_exists``): an output is *complete* only if
+   its group says ``ddr:status = "complete"``; anything else found there is *incomplete*;
+3. the driver writes all metadata with ``ddr:status = "incomplete"``;
+4. the workers write chunk-aligned data (every chunk written, empty or not);
+5. the driver checks every chunk exists, then writes provenance, the fingerprint and
+   ``ddr:status = "complete"`` last, in one metadata write.
+
+A crash anywhere before step 5 leaves a store that says it is incomplete; ``ddr inspect``
+and :func:`output_status` report it, and it is replaced only when asked
+(``if_exists="overwrite"``, or ``"skip-if-complete"``, which rewrites incomplete outputs).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import shutil
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import dask
+import dask.array as da
+import numpy as np
+import xarray as xr
+import zarr
+
+from ddr.io.inputs import is_zarr_store, opened_inputs
+
+__all__ = [
+    "STATUS_ATTR",
+    "IfExists",
+    "PendingOutput",
+    "check_not_input",
+    "output_status",
+    "read_attrs",
+    "write_zarr",
+]
+
+STATUS_ATTR = "ddr:status"
+FINGERPRINT_ATTR = "ddr:fingerprint"
+PROVENANCE_ATTR = "ddr:provenance"
+IfExists = Literal["error", "overwrite", "skip-if-complete"]
+_IF_EXISTS = ("error", "overwrite", "skip-if-complete")
+Status = Literal["missing", "complete", "incomplete", "not-ddr"]
+
+
+def output_status(path: str | os.PathLike) -> Status:
+    """``"missing"``, ``"complete"``, ``"incomplete"``, or ``"not-ddr"`` (something else)."""
+    p = Path(path)
+    if not p.exists():
+        return "missing"
+    if not is_zarr_store(p):
+        return "not-ddr"
+    try:
+        attrs = zarr.open_group(str(p), mode="r").attrs.asdict()
+    except Exception:  # unreadable metadata is what a crash mid-write can leave
+        return "incomplete"
+    if STATUS_ATTR not in attrs:
+        return "not-ddr"
+    return "complete" if attrs[STATUS_ATTR] == "complete" else "incomplete"
+
+
+def read_attrs(path: str | os.PathLike) -> dict[str, Any]:
+    """The group attributes of an output (provenance, fingerprint, status)."""
+    return zarr.open_group(str(path), mode="r").attrs.asdict()
+
+
+def check_not_input(path: str | os.PathLike, inputs: Iterable[str | os.PathLike] = ()) -> None:
+    """Raise if ``path`` is, contains or lies inside any input."""
+    out = Path(path).resolve()
+    for inp in {Path(i).resolve() for i in inputs} | opened_inputs():
+        if out == inp or inp in out.parents or out in inp.parents:
+            raise ValueError(
+                f"refusing to write the output {str(path)!r}: it would overwrite the input "
+                f"{str(inp)!r}; choose another output path"
+            )
+
+
+def _prepare(path: Path, if_exists: str, fingerprint: str | None) -> Literal["write", "skip"]:
+    if if_exists not in _IF_EXISTS:
+        raise ValueError(f"if_exists must be one of {_IF_EXISTS}; got {if_exists!r}")
+    status = output_status(path)
+    if status == "missing":
+        return "write"
+    if status == "not-ddr":
+        if not is_zarr_store(path) or if_exists != "overwrite":
+            raise FileExistsError(
+                f"{str(path)!r} exists and is not a ddr output; refusing to replace it"
+                + ("" if is_zarr_store(path) else " (it is not even a Zarr store)")
+            )
+    elif status == "complete":
+        if if_exists == "skip-if-complete":
+            stored = read_attrs(path).get(FINGERPRINT_ATTR)
+            if fingerprint is None or stored == fingerprint:
+                return "skip"
+        elif if_exists == "error":
+            raise FileExistsError(
+                f"the output {str(path)!r} already exists and is complete; pass "
+                "if_exists='overwrite' (--force) to replace it or 'skip-if-complete' to keep it"
+            )
+    elif if_exists == "error":
+        raise FileExistsError(
+            f"the output {str(path)!r} exists but is INCOMPLETE (an interrupted run?); pass "
+            "if_exists='overwrite' (--force) or 'skip-if-complete' to write it again"
+        )
+    shutil.rmtree(path)
+    return "write"
+
+
+def _as_dataset(obj: Any, name: str | None, dims: tuple[str, ...] | None) -> xr.Dataset:
+    if isinstance(obj, xr.Dataset):
+        return obj
+    if isinstance(obj, xr.DataArray):
+        return obj.to_dataset(name=name or (str(obj.name) if obj.name is not None else "data"))
+    if isinstance(obj, Mapping):
+        return xr.Dataset({k: _as_dataarray(v, None) for k, v in obj.items()})
+    return _as_dataarray(obj, dims).to_dataset(name=name or "data")
+
+
+def _as_dataarray(v: Any, dims: tuple[str, ...] | None) -> xr.DataArray:
+    if isinstance(v, xr.DataArray):
+        return v
+    arr = v if isinstance(v, da.Array) else np.asarray(v)
+    if dims is None:
+        dims = (
+            ("sample", "feature")[: arr.ndim]
+            if arr.ndim <= 2
+            else tuple(f"dim_{i}" for i in range(arr.ndim))
+        )
+    return xr.DataArray(arr, dims=dims)
+
+
+def _normalise(ds: xr.Dataset) -> xr.Dataset:
+    """Regular dask chunks (equal except the last, so each maps onto one Zarr chunk) and
+    variable-length strings (fixed-width unicode has no Zarr v3 specification)."""
+    out = {}
+    for vname, var in ds.variables.items():
+        data = var.data
+        if var.dtype.kind == "U":
+            out[vname] = var.astype(object)
+        elif isinstance(data, da.Array):
+            target = tuple(max(c) if c else 1 for c in data.chunks)
+            regular = all(
+                all(x == t for x in c[:-1]) and (not c or c[-1] <= t)
+                for c, t in zip(data.chunks, target, strict=True)
+            )
+            if not regular:
+                out[vname] = var.copy(data=data.rechunk(target))
+    return ds.assign(out) if out else ds
+
+
+def history_line(argv: list[str] | None = None) -> str:
+    """A CF ``history`` entry: UTC time, program and arguments."""
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"{now}: {' '.join(argv if argv is not None else sys.argv)}"
+
+
+@dataclass
+class PendingOutput:
+    """An output whose metadata is written and whose data is a dask ``Delayed`` (or None).
+
+    Compute :attr:`delayed` (possibly together with other outputs, to share passes), then
+    call :meth:`finalize` to check every chunk and mark the output complete.
+    """
+
+    path: Path
+    delayed: Any
+    attrs: dict[str, Any] = field(default_factory=dict)
+    skipped: bool = False
+
+    def finalize(self) -> None:
+        if self.skipped:
+            return
+        group = zarr.open_group(str(self.path), mode="r+")
+        for name, arr in group.arrays():
+            if arr.nchunks_initialized != arr.nchunks:
+                raise RuntimeError(
+                    f"output {str(self.path)!r}: array {name!r} has "
+                    f"{arr.nchunks_initialized} of {arr.nchunks} chunks written; it stays "
+                    "marked incomplete"
+                )
+        # one metadata write: provenance, fingerprint and the completion marker together
+        group.attrs.update({**self.attrs, STATUS_ATTR: "complete"})
+
+
+def write_zarr(
+    obj: Any,
+    path: str | os.PathLike,
+    *,
+    name: str | None = None,
+    dims: tuple[str, ...] | None = None,
+    if_exists: IfExists = "error",
+    inputs: Iterable[str | os.PathLike] = (),
+    attrs: Mapping[str, Any] | None = None,
+    fingerprint: str | None = None,
+    provenance: Mapping[str, Any] | None = None,
+    encoding: Mapping[str, Any] | None = None,
+    compute: bool = True,
+) -> PendingOutput:
+    """Write ``obj`` to a Zarr v3 group at ``path`` following the protocol of this module.
+
+    Parameters
+    ----------
+    obj : Dataset, DataArray, dask array, numpy array, or mapping of name -> array
+        What to write; lazy data is written by the active dask scheduler (workers write
+        their own chunks).
+    path : path-like
+        The output group.
+    name : str, optional
+        Variable name for a single array (default: the DataArray's name, else ``"data"``).
+    dims : tuple of str, optional
+        Dims for a bare array (default ``("sample", "feature")``).
+    if_exists : {"error", "overwrite", "skip-if-complete"}
+        What to do when ``path`` exists. ``skip-if-complete`` keeps a complete output whose
+        fingerprint matches and rewrites anything else.
+    inputs : iterable of path-like
+        Inputs that must not be written into (inputs opened with :func:`ddr.io.open_input`
+        are protected anyway).
+    attrs : mapping, optional
+        Extra group attributes.
+    fingerprint : str, optional
+        Identifies what produced the output; stored and compared by ``skip-if-complete``.
+    provenance : mapping, optional
+        Stored under ``ddr:provenance`` (resolved pipeline, versions, input fingerprints).
+    encoding : mapping, optional
+        Per-variable xarray encoding (e.g. compressors).
+    compute : bool
+        Compute and finalize now (default). With ``False``, compute the returned
+        :class:`PendingOutput`'s ``delayed`` yourself, then call its ``finalize()``.
+
+    Returns
+    -------
+    PendingOutput
+    """
+    p = Path(path)
+    check_not_input(p, inputs)
+    if _prepare(p, if_exists, fingerprint) == "skip":
+        return PendingOutput(p, None, skipped=True)
+    ds = _normalise(_as_dataset(obj, name, dims))
+    ds.attrs = {**ds.attrs, **(attrs or {}), STATUS_ATTR: "incomplete"}
+    final_attrs = _final_attrs(ds.attrs, fingerprint, provenance)
+    enc = {k: dict(v) for k, v in (encoding or {}).items()}
+    delayed = ds.to_zarr(
+        str(p),
+        mode="w-",
+        compute=False,
+        zarr_format=3,
+        consolidated=False,
+        write_empty_chunks=True,
+        encoding=enc,
+    )
+    pending = PendingOutput(p, delayed, final_attrs)
+    if compute:
+        dask.compute(delayed)
+        pending.finalize()
+    return pending
+
+
+def _final_attrs(
+    attrs: Mapping[str, Any], fingerprint: str | None, provenance: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    import ddr
+
+    history = str(attrs.get("history", ""))
+    line = history_line()
+    out: dict[str, Any] = {
+        "history": f"{history}\n{line}" if history else line,
+        "ddr:version": ddr.__version__,
+    }
+    if fingerprint is not None:
+        out[FINGERPRINT_ATTR] = fingerprint
+    if provenance is not None:
+        out[PROVENANCE_ATTR] = dict(provenance)
+    return out
