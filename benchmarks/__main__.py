@@ -1,0 +1,116 @@
+"""Run the benchmarks: ``python -m benchmarks [--datasets S,M,L,W] [--suites foundation,...]``.
+
+Generates (or reuses) the datasets under ``--data-dir``, runs the suites, prints one table per
+suite (rows: methods, columns: datasets) and writes it to ``benchmarks/results/<suite>.md``;
+``benchmarks/RESULTS.md`` is then rebuilt from every suite's latest results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import pkgutil
+import sys
+from pathlib import Path
+
+from benchmarks import suites
+from benchmarks.harness import DATASETS, Context, Row, format_cell, machine_description
+
+HERE = Path(__file__).parent
+ORDER = ["foundation", "linear", "generative", "nonlinear", "pipeline"]
+
+
+def available_suites() -> list[str]:
+    names = [m.name for m in pkgutil.iter_modules(suites.__path__) if not m.name.startswith("_")]
+    return sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
+
+
+def table(rows: list[Row], datasets: list[str], floors: dict[str, float]) -> str:
+    methods = list(dict.fromkeys(r.method for r in rows))
+    lines = ["| method | " + " | ".join(datasets) + " |", "|---" * (len(datasets) + 1) + "|"]
+    for method in methods:
+        cells = []
+        for name in datasets:
+            row = next((r for r in rows if r.method == method and r.dataset == name), None)
+            cells.append("-" if row is None else format_cell(row, floors.get(name)))
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument(
+        "--datasets", default="S,M,L,W", help="comma-separated among " + ",".join(DATASETS)
+    )
+    parser.add_argument(
+        "--suites",
+        default=",".join(available_suites()),
+        help="comma-separated among " + ",".join(available_suites()),
+    )
+    parser.add_argument("--data-dir", type=Path, default=HERE / "data")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per cell (median)")
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args(argv)
+    datasets = [d for d in args.datasets.split(",") if d]
+    chosen = [s for s in args.suites.split(",") if s]
+    unknown = [d for d in datasets if d not in DATASETS] + [
+        s for s in chosen if s not in available_suites()
+    ]
+    if unknown:
+        parser.error(f"unknown datasets/suites: {unknown}")
+
+    ctx = Context(datasets, args.data_dir, repeat=args.repeat)
+    started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    command = "python -m benchmarks " + " ".join(argv if argv is not None else sys.argv[1:])
+    try:
+        for name in datasets:
+            ctx.ensure(name)
+        for suite in chosen:
+            ctx.suite = suite
+            for name in datasets:  # the read floor opens every suite's table, same run
+                ctx.measure_floor(name)
+            module = importlib.import_module(f"benchmarks.suites.{suite}")
+            module.run(ctx)
+            rows = [r for r in ctx.rows if r.suite == suite]
+            text = table(rows, datasets, ctx._floors)
+            doc = (
+                f"## {suite}\n\n{(module.__doc__ or '').strip()}\n\nRun {started}: "
+                f"`{command}`\n\n{text}\n"
+            )
+            print("\n" + doc, flush=True)
+            if not args.no_write:
+                out = HERE / "results" / f"{suite}.md"
+                out.parent.mkdir(exist_ok=True)
+                out.write_text(doc)
+    finally:
+        ctx.close()
+    if not args.no_write:
+        write_results(machine_description())
+    return 0
+
+
+def write_results(machine: str) -> None:
+    parts = [
+        "# ddr benchmark results\n",
+        f"Machine: {machine}\n",
+        "Cells: wall seconds (x the dask read floor on the same cluster, same run), peak "
+        "resident memory of all processes (client and workers), passes over the data (chunk "
+        "bytes read / stored bytes), and accuracy. LC = LocalCluster, 2 workers x 1 thread, "
+        "4 GiB each; thr = dask threaded scheduler; 1proc = one process, no dask. Datasets "
+        "(`ddr demo-data`, float32, zstd, rank-10 signal + unit noise, 5 classes): "
+        + "; ".join(
+            f"{k} {v.n_samples:,} x {v.n_features} in chunks of {v.chunk_rows:,} rows"
+            for k, v in DATASETS.items()
+        )
+        + ".\n",
+    ]
+    for name in available_suites():
+        path = HERE / "results" / f"{name}.md"
+        if path.exists():
+            parts.append(path.read_text())
+    (HERE / "RESULTS.md").write_text("\n".join(parts))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

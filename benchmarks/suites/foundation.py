@@ -1,0 +1,58 @@
+"""The read floor and one pass of statistics: ddr `Moments` against dask's mean + cov and numpy
+on the loaded array. Accuracy: the largest relative error of all covariance eigenvalues
+against a float64 two-pass reference."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+
+from benchmarks.harness import Context, max_rel_err
+from ddr.stats import Moments, compute
+
+
+def run(ctx: Context) -> None:
+    for name in ctx.datasets:
+        ref = ctx.exact_eigvals(name)
+        zarr_x = ctx.zarr_array(name)
+        rows = zarr_x.chunks[0]
+
+        def plain_loop(zarr_x=zarr_x, rows=rows) -> dict:
+            for start in range(0, zarr_x.shape[0], rows):
+                zarr_x[start : start + rows]
+            return {}
+
+        def eig_err(cov: np.ndarray, ref: np.ndarray = ref) -> dict:
+            return {"eig_err": max_rel_err(np.linalg.eigvalsh(cov), ref)}
+
+        ctx.measure("read floor, plain zarr loop", name, plain_loop, scheduler="none")
+        ctx.measure(
+            "read floor, dask sum", name, lambda n=name: _sum(ctx.array(n)), scheduler="threads"
+        )
+        for scheduler in ("cluster", "threads"):
+            ctx.measure(
+                "ddr Moments",
+                name,
+                lambda n=name: eig_err(compute(Moments, ctx.array(n)).covariance(1)),
+                scheduler=scheduler,
+            )
+        ctx.measure(
+            "dask mean + cov",
+            name,
+            lambda n=name: eig_err(da.cov(ctx.array(n), rowvar=False).compute()),
+            scheduler="cluster",
+        )
+        if name != "L" or "M" not in ctx.datasets:
+            X = ctx.numpy(name)
+            ctx.measure(
+                "numpy mean + cov, loaded array",
+                name,
+                lambda X=X: eig_err(np.cov(X, rowvar=False)),
+                scheduler="none",
+                in_memory=True,
+            )
+
+
+def _sum(x: da.Array) -> dict:
+    x.sum().compute()
+    return {}
