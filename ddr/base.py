@@ -11,6 +11,7 @@ coordinate kept and a new named dim.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import dask.array as da
@@ -19,10 +20,24 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ddr.stats._input import Rows, align_to_rows, as_rows
 
-__all__ = ["FEATURE", "DDRMixin", "map_rows"]
+__all__ = ["FEATURE", "DDRMixin", "FitPlan", "map_rows"]
 
 #: Placeholder for "the feature dim of the training data" in ``_xarray_dims``.
 FEATURE = "__feature__"
+
+
+@dataclass(frozen=True)
+class FitPlan:
+    """A fit that is one pass of statistics: the lazy statistics and the solve that follows.
+
+    ``statistics`` is a dask ``Delayed`` (from :func:`ddr.stats.lazy`); ``finish`` takes its
+    computed value, sets the fitted attributes on the estimator and returns it. Callers that
+    fit several estimators on the same input (the pipeline runner) compute all their plans'
+    statistics in one ``dask.compute``, so the input is read once.
+    """
+
+    statistics: Any
+    finish: Callable[[Any], Any]
 
 
 class DDRMixin:
@@ -34,6 +49,16 @@ class DDRMixin:
     """
 
     _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    # ---------------------------------------------------------- one-pass fits
+    def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan | None:
+        """The fit as one lazy pass of statistics plus a client-side solve, or None.
+
+        Estimators whose ``fit`` is a single pass of statistics override this and implement
+        ``fit`` as ``self._fit_plan(...)`` computed and finished; multi-pass estimators keep
+        the default (None) and are fitted with ``fit``.
+        """
+        return None
 
     # ------------------------------------------------------------------ input
     def _rows(
