@@ -1,0 +1,471 @@
+"""Kernel PCA: exact for small n, Nystrom for data of any size, with a learned pre-image.
+
+Exact (``method="exact"``) is scikit-learn's algorithm: the centred Gram matrix
+``K - EK - KE + EKE`` (E the n x n matrix of 1/n), its top eigenvectors ``alpha`` scaled to
+norm ``1/sqrt(lambda)``, and out-of-sample projections ``k_c(x, X) alpha / sqrt(lambda)``
+centred consistently with the training Gram matrix. It holds the n x n matrix, so it is
+refused beyond :data:`EXACT_MAX_SAMPLES` rows.
+
+Nystrom (``method="nystrom"``) never holds more than a few row blocks:
+
+1. pass 1 reads m landmark rows (uniform sampling, or k-means++ seeding on a sample);
+2. on the client, ``K_LL = U S U^T`` gives the map ``phi(x) = k(x, L) U S^{-1/2}`` (tiny and
+   negative eigenvalues clipped);
+3. pass 2 computes the :class:`~ddr.stats.Moments` of ``phi(x)`` blockwise, and the centred
+   PCA of the mapped features is kernel PCA of the Nystrom kernel
+   ``k(x, L) K_LL^+ k(L, y)``; projections are ``k(x, L) A - offset`` with ``A`` (m x k).
+
+With ``m = n`` landmarks the Nystrom kernel equals the kernel on the data, and the fit equals
+the exact one (tested to 1e-6).
+
+The pre-image (``fit_inverse_transform=True``) is scikit-learn's kernel ridge regression from
+scores back to inputs (Bakir, Weston and Schoelkopf, 2004), trained on the exact fit's rows or
+on the landmark rows (a uniform sample already in memory after pass 1): it costs no pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from numbers import Integral
+from typing import Any, ClassVar
+
+import numpy as np
+from scipy import linalg
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from ddr.base import FEATURE, DDRMixin, map_rows
+from ddr.linalg.kernels import KernelSpec, make_kernel, pairwise_kernel
+from ddr.linalg.nystrom import (
+    LANDMARK_METHODS,
+    NystromMoments,
+    clip_psd_eigenvalues,
+    fit_nystrom,
+    kernel_scores,
+    select_landmarks,
+)
+from ddr.stats import compute
+from ddr.stats._input import as_rows
+
+__all__ = ["EXACT_MAX_SAMPLES", "KernelPCA"]
+
+#: Largest n for ``method="exact"``: the centred Gram matrix and its eigenvectors take
+#: 2 n^2 float64 (1.6 GB at 10 000 rows) and the dense eigensolver O(n^3) time (about 30 s
+#: at 10 000 rows on one core).
+EXACT_MAX_SAMPLES = 10_000
+
+_METHODS = ("auto", "exact", "nystrom")
+
+
+def _flip_columns(U: np.ndarray) -> np.ndarray:
+    """Signs such that each column's largest-magnitude entry is positive (``svd_flip``)."""
+    if U.size == 0:
+        return np.ones(U.shape[1])
+    idx = np.argmax(np.abs(U), axis=0)
+    signs = np.sign(U[idx, np.arange(U.shape[1])])
+    signs[signs == 0] = 1.0
+    return signs
+
+
+def _preimage(
+    Z: np.ndarray, fit_scores: np.ndarray, dual_coef: np.ndarray, kernel: KernelSpec
+) -> np.ndarray:
+    """Kernel ridge prediction ``k(Z, Z_fit) @ dual_coef`` for one block of scores."""
+    return kernel_scores(Z, fit_scores, dual_coef, None, kernel)
+
+
+class KernelPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Kernel principal component analysis, exact or by the Nystrom method, out-of-core.
+
+    Parameters
+    ----------
+    n_components : int or None, default=None
+        Number of components. None keeps every component with a positive eigenvalue (as in
+        scikit-learn; with Nystrom at most the kept rank of K_LL, <= n_landmarks).
+    kernel : {"linear", "poly", "rbf", "laplacian", "sigmoid", "cosine"} or callable, \
+default="linear"
+        Kernel, with scikit-learn's formulas (:mod:`ddr.linalg.kernels`). A callable is
+        ``kernel(X, Y, **kernel_params) -> (n_x, n_y) ndarray`` evaluated on blocks; if it is
+        not positive semi-definite the negative eigenvalues are clipped with a
+        :class:`~ddr.linalg.kernels.KernelNotPSDWarning`.
+    gamma : float or None, default=None
+        Kernel coefficient of rbf, laplacian, poly and sigmoid; None means 1/n_features.
+        Must be positive.
+    degree : float, default=3
+        Degree of the poly kernel.
+    coef0 : float, default=1
+        Independent term of the poly and sigmoid kernels.
+    kernel_params : dict or None, default=None
+        Keyword arguments of a callable kernel.
+    alpha : float, default=1.0
+        Ridge penalty of the pre-image regression (``fit_inverse_transform=True``).
+    fit_inverse_transform : bool, default=False
+        Learn the pre-image map used by :meth:`inverse_transform`.
+    method : {"auto", "exact", "nystrom"}, default="auto"
+        ``exact`` holds the n x n Gram matrix (n <= :data:`EXACT_MAX_SAMPLES`); ``nystrom``
+        uses ``n_landmarks`` landmarks; ``auto`` is exact when n <= n_landmarks (where
+        Nystrom could not be cheaper) and Nystrom otherwise.
+    n_landmarks : int, default=1000
+        Number m of Nystrom landmarks; at most the number of rows. Accuracy improves with m
+        (see the benchmarks); the fit costs O(n m (d + m)) flops and O(m^2) memory.
+    landmarks : {"uniform", "kmeans++"}, default="uniform"
+        How landmarks are chosen: uniformly without replacement (one indexed read), or by
+        k-means++ seeding on a uniform sample of ``max(5 m, 1000)`` rows.
+    random_state : int, default=0
+        Seed of the landmark choice (fits are deterministic).
+
+    Attributes
+    ----------
+    method_ : str
+        The method used ("exact" or "nystrom").
+    eigenvalues_ : ndarray of shape (n_components_,)
+        Eigenvalues of the centred kernel matrix (scikit-learn's scale: sums over the n
+        training rows), descending.
+    eigenvectors_ : ndarray of shape (n_samples, n_components_)
+        Exact only: unit eigenvectors of the centred Gram matrix (scikit-learn's).
+    X_fit_ : ndarray of shape (n_samples, n_features)
+        Exact only: the training rows.
+    landmarks_ : ndarray of shape (n_landmarks, n_features)
+        Nystrom only: the landmark rows.
+    components_ : ndarray of shape (n_components_, r)
+        Nystrom only: principal axes in the Nystrom feature space (r = kept rank of K_LL).
+    feature_mean_ : ndarray of shape (r,)
+        Nystrom only: mean of the Nystrom features of the training rows.
+    projection_ : ndarray of shape (n_centres, n_components_)
+        Coefficients of the projection ``k(x, centres) @ projection_ - projection_offset_``
+        (centres: ``X_fit_`` or ``landmarks_``).
+    projection_offset_ : ndarray of shape (n_components_,)
+    projection_row_mean_ : ndarray of shape (n_components_,) or None
+        Exact only: coefficient of the row mean of ``k(x, X_fit_)`` (Gram centring).
+    dual_coef_ : ndarray of shape (n_centres, n_features)
+        Pre-image regression coefficients (``fit_inverse_transform=True``).
+    X_transformed_fit_ : ndarray of shape (n_centres, n_components_)
+        Scores of the rows the pre-image was trained on.
+    gamma_ : float
+        The kernel coefficient used.
+    n_components_ : int
+    n_features_in_ : int
+
+    Notes
+    -----
+    Passes over the data: exact reads X once (and then holds it); Nystrom reads it twice
+    (landmark rows, then the moments of the mapped features); the pre-image adds no pass.
+    Transform is blockwise (lazy for dask input, a DataArray with a ``component`` dim for
+    xarray input).
+    """
+
+    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
+        "landmarks_": ("landmark", FEATURE),
+        "X_fit_": ("sample", FEATURE),
+    }
+
+    def __init__(
+        self,
+        n_components: int | None = None,
+        *,
+        kernel: Any = "linear",
+        gamma: float | None = None,
+        degree: float = 3,
+        coef0: float = 1,
+        kernel_params: dict | None = None,
+        alpha: float = 1.0,
+        fit_inverse_transform: bool = False,
+        method: str = "auto",
+        n_landmarks: int = 1000,
+        landmarks: str = "uniform",
+        random_state: int = 0,
+    ) -> None:
+        self.n_components = n_components
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.alpha = alpha
+        self.fit_inverse_transform = fit_inverse_transform
+        self.method = method
+        self.n_landmarks = n_landmarks
+        self.landmarks = landmarks
+        self.random_state = random_state
+
+    # --------------------------------------------------------------- validation
+    def _check_params(self, n_samples: int) -> str:
+        name = type(self).__name__
+        nc = self.n_components
+        if nc is not None and (isinstance(nc, bool) or not isinstance(nc, Integral) or nc < 1):
+            raise ValueError(f"{name}: n_components must be a positive int or None; got {nc!r}")
+        if self.method not in _METHODS:
+            raise ValueError(f"{name}: method must be one of {_METHODS}; got {self.method!r}")
+        if self.landmarks not in LANDMARK_METHODS:
+            raise ValueError(
+                f"{name}: landmarks must be one of {LANDMARK_METHODS}; got {self.landmarks!r}"
+            )
+        m = self.n_landmarks
+        if isinstance(m, bool) or not isinstance(m, Integral) or m < 1:
+            raise ValueError(f"{name}: n_landmarks must be a positive int; got {m!r}")
+        if not isinstance(self.alpha, (int, float, np.floating)) or not self.alpha >= 0:
+            raise ValueError(f"{name}: alpha must be a non-negative float; got {self.alpha!r}")
+        rs = self.random_state
+        if isinstance(rs, bool) or not isinstance(rs, Integral):
+            raise TypeError(f"{name}: random_state must be an int seed; got {rs!r}")
+        method = self.method
+        if method == "auto":
+            method = "exact" if n_samples <= min(m, EXACT_MAX_SAMPLES) else "nystrom"
+        if method == "nystrom" and m > n_samples:
+            raise ValueError(
+                f"{name}: n_landmarks={m} is larger than the number of rows ({n_samples}); "
+                f"use at most {n_samples} landmarks (n_landmarks=n_samples reproduces "
+                "method='exact')"
+            )
+        if method == "exact" and n_samples > EXACT_MAX_SAMPLES:
+            raise ValueError(
+                f"{name}: method='exact' holds the n x n kernel matrix and is limited to "
+                f"{EXACT_MAX_SAMPLES} rows; X has {n_samples}. Use method='nystrom' "
+                "(n_landmarks sets the accuracy) for larger data"
+            )
+        return method
+
+    # ---------------------------------------------------------------------- fit
+    def fit(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> KernelPCA:
+        """Fit kernel PCA to the rows of X.
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        y : ignored
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X.
+
+        Returns
+        -------
+        self
+        """
+        rows = self._rows(X, reset=True, sample_dim=sample_dim)
+        n, d = rows.shape
+        if n < 2:
+            raise ValueError(
+                f"{type(self).__name__} needs at least 2 samples (kernel centring leaves "
+                f"nothing of one); got n_samples={n}"
+            )
+        method = self._check_params(n)
+        self._kernel_spec = make_kernel(
+            self.kernel,
+            gamma=self.gamma,
+            degree=self.degree,
+            coef0=self.coef0,
+            n_features=d,
+            kernel_params=self.kernel_params,
+            owner=type(self).__name__,
+        )
+        self.gamma_ = self._kernel_spec.gamma
+        for attr in (
+            "eigenvectors_",
+            "X_fit_",
+            "landmarks_",
+            "components_",
+            "feature_mean_",
+            "dual_coef_",
+            "X_transformed_fit_",
+        ):
+            if hasattr(self, attr):
+                delattr(self, attr)
+        if method == "exact":
+            self._fit_exact(rows)
+        else:
+            self._fit_nystrom(rows)
+        self.method_ = method
+        self.n_components_ = int(self.eigenvalues_.shape[0])
+        if self.fit_inverse_transform:
+            self._fit_preimage()
+        return self
+
+    def _fit_exact(self, rows: Any) -> None:
+        data = rows.data.compute() if rows.is_lazy else rows.data
+        X = np.asarray(data, dtype=np.float64)
+        if not np.isfinite(X).all():
+            from ddr.stats._checks import check_finite
+
+            check_finite(X)
+        spec = self._kernel_spec
+        n = X.shape[0]
+        K = pairwise_kernel(X, None, spec)
+        fit_rows = K.mean(axis=0)
+        fit_all = float(fit_rows.mean())
+        # K - EK - KE + EKE, in place (the kernel centring of the seeds)
+        K -= fit_rows[None, :]
+        K -= K.mean(axis=1)[:, None]
+        k = n if self.n_components is None else min(n, self.n_components)
+        lam, alphas = linalg.eigh(K, subset_by_index=(n - k, n - 1))
+        smallest = None
+        if not spec.known_psd and k < n:
+            smallest = float(linalg.eigh(K, eigvals_only=True, subset_by_index=(0, 0))[0])
+        lam, _ = clip_psd_eigenvalues(
+            lam,
+            size=n,
+            kernel=spec,
+            what="the centred kernel matrix",
+            smallest=smallest,
+            stacklevel=4,
+        )
+        # scikit-learn also zeroes eigenvalues below 1e-12 of the largest
+        lam[lam < 1e-12 * lam.max()] = 0.0
+        alphas = alphas * _flip_columns(alphas)
+        order = np.argsort(lam)[::-1]
+        lam, alphas = lam[order], alphas[:, order]
+        if self.n_components is None:
+            alphas, lam = alphas[:, lam > 0], lam[lam > 0]
+        self.eigenvalues_ = lam
+        self.eigenvectors_ = np.ascontiguousarray(alphas)
+        self.X_fit_ = X
+        coef = np.zeros_like(alphas)
+        nz = lam > 0
+        coef[:, nz] = alphas[:, nz] / np.sqrt(lam[nz])
+        colsum = coef.sum(axis=0)
+        self.projection_ = coef
+        self.projection_row_mean_ = colsum
+        self.projection_offset_ = fit_rows @ coef - fit_all * colsum
+
+    def _fit_nystrom(self, rows: Any) -> None:
+        spec = self._kernel_spec
+        rng = np.random.default_rng(self.random_state)
+        L = select_landmarks(rows.data, self.n_landmarks, self.landmarks, rng)  # pass 1
+        fmap = fit_nystrom(L, spec, stacklevel=4)
+        mom = compute(NystromMoments.spec(feature_map=fmap), rows.data)  # pass 2
+        r = fmap.n_features_out
+        k = r if self.n_components is None else min(r, self.n_components)
+        lam, V = linalg.eigh(mom.scatter, subset_by_index=(r - k, r - 1))
+        lam, V = lam[::-1], V[:, ::-1]
+        lam = np.where(lam > max(lam.max(), 0) * r * np.finfo(float).eps, lam, 0.0)
+        if self.n_components is None:
+            V, lam = V[:, lam > 0], lam[lam > 0]
+        coef = fmap.normalization @ V
+        signs = _flip_columns(coef)
+        V, coef = V * signs, coef * signs
+        self.eigenvalues_ = lam
+        self.landmarks_ = fmap.landmarks
+        self.components_ = np.ascontiguousarray(V.T)
+        self.feature_mean_ = mom.mean
+        self.projection_ = np.ascontiguousarray(coef)
+        self.projection_offset_ = mom.mean @ V
+        self.projection_row_mean_ = None
+        self.n_landmarks_ = int(L.shape[0])
+        self.nystrom_rank_ = int(r)
+
+    def _centres(self) -> np.ndarray:
+        return self.X_fit_ if self.method_ == "exact" else self.landmarks_
+
+    def _fit_preimage(self) -> None:
+        """Kernel ridge regression from scores to inputs on the exact rows or the landmarks."""
+        centres = self._centres()
+        if self.method_ == "exact":
+            scores = self.eigenvectors_ * np.sqrt(self.eigenvalues_)
+        else:
+            scores = kernel_scores(
+                centres, centres, self.projection_, self.projection_offset_, self._kernel_spec
+            )
+        K = pairwise_kernel(scores, None, self._kernel_spec)
+        K.flat[:: K.shape[0] + 1] += self.alpha
+        self.dual_coef_ = linalg.solve(K, centres, assume_a="pos", overwrite_a=True)
+        self.X_transformed_fit_ = scores
+
+    # ---------------------------------------------------------------- transform
+    @property
+    def _n_features_out(self) -> int:
+        return self.n_components_
+
+    def _spec(self) -> KernelSpec:
+        spec = getattr(self, "_kernel_spec", None)
+        if spec is None:  # after load(): rebuild from the parameters
+            spec = make_kernel(
+                self.kernel,
+                gamma=self.gamma_,
+                degree=self.degree,
+                coef0=self.coef0,
+                n_features=self.n_features_in_,
+                kernel_params=self.kernel_params,
+            )
+            self._kernel_spec = spec
+        return spec
+
+    def transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
+        """Project rows onto the kernel principal components, blockwise.
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        sample_dim : hashable, optional
+
+        Returns
+        -------
+        ndarray, dask array or DataArray of shape (n_samples, n_components_)
+        """
+        rows = self._rows(X, reset=False, sample_dim=sample_dim)
+        return map_rows(
+            rows,
+            kernel_scores,
+            n_out=self.n_components_,
+            dtype=np.float64,
+            new_dim="component",
+            name="kernel_pca_transform",
+            args=(
+                self._centres(),
+                self.projection_,
+                self.projection_offset_,
+                self._spec(),
+                self.projection_row_mean_,
+            ),
+        )
+
+    def inverse_transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
+        """Map scores back to the input space with the learned pre-image, blockwise.
+
+        As in scikit-learn, the pre-image is a kernel ridge regression without intercept
+        from the training scores to the training rows (``fit_inverse_transform=True``).
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_components_)
+            Scores, e.g. the output of :meth:`transform`.
+
+        Returns
+        -------
+        ndarray, dask array or DataArray of shape (n_samples, n_features_in_)
+        """
+        check_is_fitted(self)
+        if not hasattr(self, "dual_coef_"):
+            raise ValueError(
+                f"{type(self).__name__}: inverse_transform needs fit_inverse_transform=True "
+                "at fit time (the pre-image map is learned during fit)"
+            )
+        rows = as_rows(X, sample_dim=sample_dim)
+        if rows.shape[1] != self.n_components_:
+            raise ValueError(
+                f"X has {rows.shape[1]} columns but {type(self).__name__}.inverse_transform "
+                f"expects {self.n_components_} (one per component)"
+            )
+        if not rows.is_lazy:
+            from sklearn.utils import check_array
+
+            rows = type(rows)(
+                check_array(rows.data, dtype=np.float64),
+                rows.kind,
+                rows.sample_dim,
+                rows.feature_dim,
+                rows.template,
+            )
+        fdim = getattr(self, "feature_dim_", None) or "feature"
+        return map_rows(
+            rows,
+            _preimage,
+            n_out=self.n_features_in_,
+            dtype=np.float64,
+            new_dim=fdim,
+            new_coords=getattr(self, "feature_coords_", None),
+            name="kernel_pca_preimage",
+            args=(self.X_transformed_fit_, self.dual_coef_, self._spec()),
+        )
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags
