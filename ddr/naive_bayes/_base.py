@@ -1,0 +1,438 @@
+"""What every generative classifier in ddr shares: one pass of statistics, partial_fit by merge,
+and predictions computed blockwise from the joint log-likelihood.
+
+A generative classifier models ``p(x | y = c)`` and ``p(y = c)``. Its fit is the statistics of
+the training rows (:mod:`ddr.stats`: ``ClassMoments``, ``CategoricalCounts``, ``Histogram``),
+computed in ONE pass for any number of statistics, followed by a small solve on the client.
+``partial_fit`` merges the statistics of the new batch into the stored ones and solves again,
+so the model after any sequence of batches is the model of all rows seen: it does not
+depend on how the data was batched or chunked.
+
+Predictions are a module-level function of a row block and the small fitted arrays (the
+*joint log-likelihood* ``log p(x, c)``), applied blockwise with :func:`ddr.base.map_rows`:
+numpy in, numpy out; dask in, lazy dask out; DataArray in, DataArray out with a ``class``
+dim. Probabilities are normalised with log-sum-exp, so they never underflow.
+
+Declared classes that never occur (``partial_fit(..., classes=[...])``)
+------------------------------------------------------------------------
+A class declared in ``classes=`` with no sample yet has an empirical prior of 0: its
+probability is exactly 0 and it is never predicted (scikit-learn's naive Bayes behaves the
+same). If a prior > 0 is *given* for it (``priors=`` / ``class_prior=`` / ``fit_prior=False``),
+its likelihood is needed; where the model defines no likelihood without data (Gaussian
+naive Bayes, QDA, LDA, kernel naive Bayes, categorical models without smoothing) predictions
+raise a ``ValueError`` naming the class. Smoothed categorical and Bernoulli models
+(``alpha > 0``) give such a class the uniform posterior-mean likelihood, as scikit-learn does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Any
+
+import dask.array as da
+import numpy as np
+from scipy.special import logsumexp
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.metrics import accuracy_score
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, column_or_1d
+
+from ddr.base import FEATURE, DDRMixin, map_rows
+from ddr.stats import compute
+from ddr.stats._checks import check_labels
+from ddr.stats._input import Rows, is_dask, is_xarray
+from ddr.stats.base import Statistic, StatSpec
+
+__all__ = [
+    "FEATURE",
+    "BaseGenerativeClassifier",
+    "check_priors",
+    "joint_log_likelihood_block",
+    "log_proba_block",
+    "predict_block",
+    "proba_block",
+]
+
+
+# ------------------------------------------------------------------ blockwise functions
+# Module-level so dask can ship them to workers; ``jll`` is itself a module-level function of
+# (block, *params) returning the (n_block, n_classes) joint log-likelihood.
+def joint_log_likelihood_block(X: np.ndarray, jll: Callable, params: tuple) -> np.ndarray:
+    """Joint log-likelihood ``log p(x, c)`` of a block, shape (n_block, n_classes)."""
+    return jll(X, *params)
+
+
+def log_proba_block(X: np.ndarray, jll: Callable, params: tuple) -> np.ndarray:
+    """Log posterior ``log p(c | x)`` of a block, normalised by log-sum-exp."""
+    j = jll(X, *params)
+    with np.errstate(invalid="ignore"):
+        return j - logsumexp(j, axis=1, keepdims=True)
+
+
+def proba_block(X: np.ndarray, jll: Callable, params: tuple) -> np.ndarray:
+    """Posterior ``p(c | x)`` of a block."""
+    return np.exp(log_proba_block(X, jll, params))
+
+
+def predict_block(X: np.ndarray, jll: Callable, params: tuple, classes: np.ndarray) -> np.ndarray:
+    """The most probable class of each row of a block."""
+    return classes[np.argmax(jll(X, *params), axis=1)]
+
+
+# --------------------------------------------------------------------------- priors
+def check_priors(
+    priors: Any, n_classes: int, *, name: str = "priors", renormalise: str
+) -> np.ndarray:
+    """Validate user-given class priors.
+
+    Parameters
+    ----------
+    priors : array-like of shape (n_classes,)
+    n_classes : int
+    renormalise : {"raise", "warn", "none"}
+        What to do when the priors do not sum to 1: raise (scikit-learn's GaussianNB),
+        warn and renormalise (its LDA), or use them as given (its discrete naive Bayes and QDA).
+    """
+    p = np.asarray(priors, dtype=np.float64)
+    if p.ndim != 1 or p.shape[0] != n_classes:
+        raise ValueError(
+            f"{name} must have one entry per class ({n_classes}); got shape {p.shape}. "
+            "Number of priors must match number of classes."
+        )
+    if not np.isfinite(p).all() or (p < 0).any():
+        raise ValueError(f"{name} must be finite and non-negative; got {p.tolist()}")
+    total = p.sum()
+    if renormalise == "raise" and not np.isclose(total, 1.0):
+        raise ValueError(f"The sum of the priors should be 1; {name} sums to {total:g}")
+    if renormalise == "warn" and abs(total - 1.0) > 1e-5:
+        import warnings
+
+        warnings.warn("The priors do not sum to 1. Renormalizing", UserWarning, stacklevel=3)
+        p = p / total
+    return p
+
+
+def _log(p: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.log(p)
+
+
+# ------------------------------------------------------------------------ base class
+class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator):
+    """Fit by one pass of statistics, ``partial_fit`` by merge, blockwise predictions.
+
+    Subclasses implement:
+
+    - ``_statistics()``: ``{fitted attribute name: StatSpec}``, the statistics of one pass;
+    - ``_empty_statistics(classes, n_features)``: the same statistics with declared classes
+      and no rows (the identity of ``merge``), for the first ``partial_fit``;
+    - ``_update()``: the fitted parameters from the stored statistics (must set
+      ``class_count_``), and ``_priors()``: the class priors the model uses;
+    - ``_jll()``: ``(function, params)`` with ``function(block, *params)`` the joint
+      log-likelihood of a block (a module-level function, shipped to dask workers);
+    - optionally ``_transform_input(data)`` (e.g. binarisation, applied lazily) and
+      ``_defined_without_data`` (whether a declared class without samples still has a
+      likelihood, e.g. a smoothed categorical model).
+    """
+
+    #: dtypes accepted by scikit-learn's validation of in-memory input
+    _fit_dtype: Any = (np.float64, np.float32)
+    #: whether an unseen declared class has a likelihood (smoothed categorical models)
+    _defined_without_data: bool = False
+    #: whether ``fit`` accepts ``sample_weight``
+    _accepts_sample_weight: bool = True
+
+    # --------------------------------------------------------------- subclass hooks
+    def _statistics(self) -> dict[str, StatSpec]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _empty_statistics(self, classes: np.ndarray, n_features: int) -> dict[str, Statistic]:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def _update(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _priors(self) -> np.ndarray:  # pragma: no cover - abstract
+        """The class priors the fitted model uses, shape (n_classes,)."""
+        raise NotImplementedError
+
+    def _jll(self) -> tuple[Callable, tuple]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _transform_input(self, data: Any) -> Any:
+        """Map the (numpy or dask) rows before statistics and predictions; identity here."""
+        return data
+
+    def _check_params(self) -> None:
+        """Validate hyper-parameters before reading data; nothing here."""
+
+    # ------------------------------------------------------------------- the pass
+    def _validate_y(self, y: Any, rows: Rows) -> Any:
+        if y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None."
+            )
+        if not is_dask(y) and not is_xarray(y) and not rows.is_lazy:
+            y = column_or_1d(y, warn=True)
+            if y.dtype.kind == "O" or y.dtype.kind in "fiub":
+                check_classification_targets(y)
+        y = self._labels(y, rows)
+        if not rows.is_lazy:
+            y = check_labels(np.asarray(y), rows.shape[0])
+        return y
+
+    def _one_pass(
+        self, X: Any, y: Any, sample_weight: Any, sample_dim: Hashable | None, *, reset: bool
+    ) -> dict[str, Statistic]:
+        """Validate the input and compute every statistic in one pass over the rows."""
+        self._check_params()
+        rows = self._rows(X, reset=reset, sample_dim=sample_dim, dtype=self._fit_dtype)
+        y = self._validate_y(y, rows)
+        specs = self._statistics()
+        data = self._transform_input(rows.data)
+        stats = compute(list(specs.values()), data, y, sample_weight)
+        return dict(zip(specs, stats, strict=True))
+
+    def _store(self, stats: dict[str, Statistic]) -> None:
+        for name, stat in stats.items():
+            setattr(self, name, stat)
+        self.classes_ = np.asarray(next(iter(stats.values())).classes)
+        self._update()
+
+    # ------------------------------------------------------------------ fit API
+    def fit(
+        self, X: Any, y: Any, sample_weight: Any = None, *, sample_dim: Hashable | None = None
+    ) -> BaseGenerativeClassifier:
+        """Fit the model in one pass over the rows of ``X``.
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        y : array-like or dask array of shape (n_samples,)
+            Class labels (integers or strings).
+        sample_weight : array-like of shape (n_samples,), optional
+            Non-negative frequency weights.
+        sample_dim : hashable, optional
+            The sample dimension of a DataArray ``X``.
+
+        Returns
+        -------
+        self
+        """
+        self._forget()
+        stats = self._one_pass(X, y, sample_weight, sample_dim, reset=True)
+        counts = self._class_counts(stats)
+        classes = np.asarray(next(iter(stats.values())).classes)
+        seen = classes[counts > 0]
+        if seen.shape[0] < 2:
+            raise ValueError(
+                f"{type(self).__name__} needs samples of at least 2 classes to fit; got "
+                f"{seen.shape[0]} class with samples ({seen.tolist()}). A classifier can't "
+                "train when only one class is present."
+            )
+        self._store(stats)
+        return self
+
+    def partial_fit(
+        self,
+        X: Any,
+        y: Any,
+        classes: Any = None,
+        sample_weight: Any = None,
+        *,
+        sample_dim: Hashable | None = None,
+    ) -> BaseGenerativeClassifier:
+        """Update the model with a batch: merge its statistics into the stored ones.
+
+        The result equals ``fit`` on all batches together (the statistics are merged
+        exactly), whatever the batch sizes and their order.
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        y : array-like or dask array of shape (n_samples,)
+        classes : array-like of shape (n_classes,), optional
+            Every class that can appear in ``y``. Required on the first call, optional later
+            (it must then equal ``classes_``).
+        sample_weight : array-like of shape (n_samples,), optional
+        sample_dim : hashable, optional
+
+        Returns
+        -------
+        self
+        """
+        first = not hasattr(self, "classes_")
+        if classes is not None:
+            declared = np.asarray(classes)
+            declared = check_labels(declared, declared.shape[0], name="classes")
+            if np.unique(declared).shape[0] != declared.shape[0]:
+                raise ValueError(f"classes must not contain duplicates; got {declared.tolist()}")
+            declared = np.unique(declared)
+            if not first and not np.array_equal(declared, self.classes_):
+                raise ValueError(
+                    f"`classes={declared.tolist()!r}` is not the same as on last call to "
+                    f"partial_fit, was: {self.classes_.tolist()!r}"
+                )
+            if declared.shape[0] < 2:
+                raise ValueError(
+                    f"classes must hold at least 2 classes for a classifier; got 1 class "
+                    f"({declared.tolist()})"
+                )
+        elif first:
+            raise ValueError("classes must be passed on the first call to partial_fit.")
+        batch = self._one_pass(X, y, sample_weight, sample_dim, reset=first)
+        known = declared if first else self.classes_
+        new = next(iter(batch.values())).classes
+        unknown = np.setdiff1d(new, known) if new.dtype.kind == known.dtype.kind else new
+        if unknown.size or (new.size and new.dtype.kind != known.dtype.kind):
+            raise ValueError(
+                f"The target label(s) {np.asarray(unknown).tolist()} in y do not exist in the "
+                f"initial classes {known.tolist()}"
+            )
+        if first:
+            acc = self._empty_statistics(known, self.n_features_in_)
+        else:
+            acc = {name: getattr(self, name) for name in batch}
+        merged = {name: acc[name].merge(stat) for name, stat in batch.items()}
+        self._store(merged)
+        return self
+
+    def _forget(self) -> None:
+        for name in (*self._statistics(), "classes_"):
+            if hasattr(self, name):
+                delattr(self, name)
+
+    @staticmethod
+    def _class_counts(stats: dict[str, Statistic]) -> np.ndarray:
+        stat = next(iter(stats.values()))
+        return stat.class_counts if hasattr(stat, "class_counts") else stat.counts
+
+    # ------------------------------------------------------------------ predict API
+    def _check_unseen(self) -> None:
+        """Raise if a declared class without samples has a positive prior but no likelihood."""
+        if self._defined_without_data:
+            return
+        priors = np.asarray(self._priors())
+        unseen = (self.class_count_ <= 0) & (priors > 0)
+        if unseen.any():
+            names = self.classes_[unseen].tolist()
+            raise ValueError(
+                f"class(es) {names} were declared in classes= but no sample of them has been "
+                f"seen, and their prior is positive ({priors[unseen].tolist()}"
+                f"); {type(self).__name__} has no likelihood for a class without data. Feed "
+                "samples of these classes with partial_fit, or give them a prior of 0."
+            )
+
+    def _predict_rows(self, X: Any, sample_dim: Hashable | None) -> Rows:
+        check_is_fitted(self)
+        self._check_unseen()
+        rows = self._rows(X, reset=False, sample_dim=sample_dim, dtype=self._fit_dtype)
+        data = self._transform_input(rows.data)
+        return Rows(data, rows.kind, rows.sample_dim, rows.feature_dim, rows.template)
+
+    def _map(self, X: Any, sample_dim: Hashable | None, fn: Callable, name: str) -> Any:
+        rows = self._predict_rows(X, sample_dim)
+        jll, params = self._jll()
+        return map_rows(
+            rows, fn, n_out=len(self.classes_), dtype=np.float64, new_dim="class",
+            new_coords=self.classes_, name=name, args=(jll, params),
+        )  # fmt: skip
+
+    def predict_joint_log_proba(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
+        """Joint log-probability ``log p(x, c) = log p(c) + log p(x | c)``.
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray, dask array or DataArray of shape (n_samples, n_classes)
+            Columns in the order of ``classes_``; a DataArray has a ``class`` dim.
+        """
+        return self._map(X, sample_dim, joint_log_likelihood_block, "joint_log_proba")
+
+    def predict_log_proba(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
+        """Log posterior ``log p(c | x)``, normalised by log-sum-exp (no underflow).
+
+        Returns
+        -------
+        ndarray, dask array or DataArray of shape (n_samples, n_classes)
+        """
+        return self._map(X, sample_dim, log_proba_block, "log_proba")
+
+    def predict_proba(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
+        """Posterior probabilities ``p(c | x)``.
+
+        Returns
+        -------
+        ndarray, dask array or DataArray of shape (n_samples, n_classes)
+        """
+        return self._map(X, sample_dim, proba_block, "proba")
+
+    def predict(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
+        """The most probable class of each row (one blockwise pass).
+
+        Returns
+        -------
+        ndarray, dask array or DataArray of shape (n_samples,)
+            Labels with the dtype of ``classes_``.
+        """
+        rows = self._predict_rows(X, sample_dim)
+        jll, params = self._jll()
+        return map_rows(
+            rows, predict_block, n_out=None, dtype=self.classes_.dtype, name="predict",
+            args=(jll, params, self.classes_),
+        )  # fmt: skip
+
+    def score(
+        self,
+        X: Any,
+        y: Any,
+        sample_weight: Any = None,
+        *,
+        sample_dim: Hashable | None = None,
+    ) -> float:
+        """Mean accuracy on ``(X, y)``; one pass over dask input.
+
+        Returns
+        -------
+        float
+        """
+        pred = self.predict(X, sample_dim=sample_dim)
+        if is_xarray(pred):
+            pred = pred.data
+        if is_xarray(y):
+            y = y.data
+        if not is_dask(pred):
+            y = np.asarray(y.compute() if is_dask(y) else y).ravel()
+            return float(accuracy_score(y, pred, sample_weight=sample_weight))
+        chunks = (pred.chunks[0],)
+        y = (y if is_dask(y) else da.from_array(np.asarray(y).ravel(), chunks=chunks)).rechunk(
+            chunks
+        )
+        hit = (pred == y).astype(np.float64)
+        if sample_weight is None:
+            return float(hit.mean().compute())
+        w = (
+            sample_weight
+            if is_dask(sample_weight)
+            else da.from_array(np.asarray(sample_weight, dtype=np.float64), chunks=chunks)
+        )
+        w = w.rechunk(chunks)
+        return float(((hit * w).sum() / w.sum()).compute())
+
+
+def empirical_or_given(
+    counts: np.ndarray, given: Any, *, name: str, renormalise: str
+) -> np.ndarray:
+    """Class priors: the given ones (validated) or the empirical frequencies of ``counts``."""
+    if given is not None:
+        return check_priors(given, counts.shape[0], name=name, renormalise=renormalise)
+    total = counts.sum()
+    return counts / total if total > 0 else np.zeros_like(counts)
+
+
+def class_log_prior(priors: np.ndarray) -> np.ndarray:
+    """``log(priors)`` with ``log 0 = -inf`` and no warning."""
+    return _log(np.asarray(priors, dtype=np.float64))
