@@ -436,3 +436,44 @@ def empirical_or_given(
 def class_log_prior(priors: np.ndarray) -> np.ndarray:
     """``log(priors)`` with ``log 0 = -inf`` and no warning."""
     return _log(np.asarray(priors, dtype=np.float64))
+
+
+def check_alpha(alpha: Any, force_alpha: bool, n_features: int, *, allow_array: bool) -> Any:
+    """Validate an additive smoothing ``alpha`` as scikit-learn's discrete naive Bayes does.
+
+    Returns a float or an array of shape (n_features,). With ``force_alpha=False`` values
+    below 1e-10 are raised to 1e-10 with a warning.
+    """
+    if isinstance(alpha, bool) or not (np.isscalar(alpha) or (allow_array and np.ndim(alpha) == 1)):
+        expected = "a float or an array of shape (n_features,)" if allow_array else "a float"
+        raise TypeError(f"alpha must be {expected} >= 0; got {alpha!r}")
+    a = np.asarray(alpha, dtype=np.float64)
+    if a.ndim == 1 and a.shape[0] != n_features:
+        raise ValueError(
+            "When alpha is an array, it should contains `n_features`. "
+            f"Got {a.shape[0]} elements instead of {n_features}."
+        )
+    if not np.isfinite(a).all() or (a < 0).any():
+        raise ValueError(f"alpha must be finite and >= 0; got {alpha!r}")
+    if a.min() < 1e-10 and not force_alpha:
+        import warnings
+
+        warnings.warn(
+            "alpha too small will result in numeric errors, setting alpha = 1.0e-10. Use "
+            "`force_alpha=True` to keep alpha unchanged.",
+            UserWarning,
+            stacklevel=3,
+        )
+        a = np.maximum(a, 1e-10)
+    return float(a) if a.ndim == 0 else a
+
+
+def discrete_class_log_prior(counts: np.ndarray, class_prior: Any, fit_prior: bool) -> np.ndarray:
+    """``class_log_prior_`` of scikit-learn's discrete naive Bayes: given, empirical or uniform."""
+    k = counts.shape[0]
+    if class_prior is not None:
+        return class_log_prior(check_priors(class_prior, k, name="class_prior", renormalise="none"))
+    if fit_prior:
+        total = counts.sum()
+        return class_log_prior(counts / total if total > 0 else np.zeros(k))
+    return np.full(k, -np.log(k))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -94,7 +94,7 @@ class GaussianNB(BaseGenerativeClassifier):
     each block costs two GEMMs against (n_features, n_classes) matrices.
     """
 
-    _xarray_dims = {
+    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
         "theta_": ("class", FEATURE),
         "var_": ("class", FEATURE),
         "class_prior_": ("class",),
