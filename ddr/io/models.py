@@ -11,11 +11,14 @@ Layout of a saved model (a Zarr v3 group):
 
 Values are encoded by type: JSON scalars as themselves, non-finite floats, numpy scalars,
 tuples and string arrays with a tag, numeric arrays as Zarr arrays (bit-exact), statistics
-through ``to_dict``. Anything else raises a TypeError naming the attribute.
+through ``to_dict``, dataclasses and estimators of the ddr package field by field (only
+classes inside ``ddr`` are ever imported when loading). Anything else raises a TypeError
+naming the attribute.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 import os
@@ -70,6 +73,13 @@ class _Encoder:
             fields = value.to_dict()
             sub.attrs["fields"] = _Encoder(sub).encode(fields, where)
             return {"__statistic__": key}
+        if dataclasses.is_dataclass(value) and not isinstance(value, type) and _in_ddr(value):
+            cls = type(value)
+            fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+            return {
+                "__dataclass__": f"{cls.__module__}.{cls.__qualname__}",
+                "fields": self.encode(fields, where),
+            }
         if _is_ddr_estimator(value):
             key = self._key(where)
             sub = self.group.create_group(key)
@@ -136,11 +146,28 @@ class _Decoder:
             return statistic_from_dict(_Decoder(sub).decode(sub.attrs["fields"]))
         if "__estimator__" in value:
             return _read_estimator(self.group[value["__estimator__"]])
+        if "__dataclass__" in value:
+            return _ddr_class(value["__dataclass__"])(**self.decode(value["fields"]))
         raise ValueError(f"unknown tag in saved model: {sorted(value)}")
 
 
+def _in_ddr(obj: Any) -> bool:
+    return type(obj).__module__.split(".")[0] == "ddr"
+
+
 def _is_ddr_estimator(obj: Any) -> bool:
-    return hasattr(obj, "get_params") and type(obj).__module__.split(".")[0] == "ddr"
+    return hasattr(obj, "get_params") and _in_ddr(obj)
+
+
+def _ddr_class(target: Any) -> type:
+    """Import a class named in a saved model; only classes of the ddr package are allowed."""
+    if not isinstance(target, str) or not target.startswith("ddr."):
+        raise ValueError(f"not a ddr model: {MODEL_ATTR}={target!r}")
+    module, _, qualname = target.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), qualname)
+    except (ImportError, AttributeError):
+        raise ValueError(f"saved model class {target!r} does not exist in this ddr") from None
 
 
 def _write_estimator(est: Any, group: zarr.Group) -> None:
@@ -175,14 +202,7 @@ def _write_estimator(est: Any, group: zarr.Group) -> None:
 
 def _read_estimator(group: zarr.Group) -> Any:
     attrs = group.attrs.asdict()
-    target = attrs.get(MODEL_ATTR)
-    if not isinstance(target, str) or not target.startswith("ddr."):
-        raise ValueError(f"not a ddr model: {MODEL_ATTR}={target!r}")
-    module, _, qualname = target.rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module), qualname)
-    except (ImportError, AttributeError):
-        raise ValueError(f"saved model class {target!r} does not exist in this ddr") from None
+    cls = _ddr_class(attrs.get(MODEL_ATTR))
     dec = _Decoder(group)
     est = cls(**{k: dec.decode(v) for k, v in attrs["params"].items()})
     state = {k: dec.decode(v) for k, v in attrs["state"].items()}
