@@ -59,6 +59,7 @@ def assert_same_state(a, b, where: str = "") -> None:
     assert type(a) is type(b), where
     if isinstance(a, np.ndarray):
         assert a.dtype == b.dtype and a.shape == b.shape, where
+        assert a.flags.f_contiguous == b.flags.f_contiguous, f"{where}: memory layout"
         np.testing.assert_array_equal(a, b, err_msg=where)
     elif isinstance(a, dict):
         assert a.keys() == b.keys(), where
@@ -92,9 +93,15 @@ def test_save_load_roundtrip_exact(name, tmp_path: Path, rng):
     assert back.get_params() == est.get_params() or json.dumps(
         back.get_params(), default=str) == json.dumps(est.get_params(), default=str)
     assert_same_state(vars(back), vars(est), name)
+    # the state is bit-exact; outputs computed from it agree to round-off only, because
+    # numpy's SIMD loops round differently with the alignment of the buffers they are given
     for method in methods:
         args = (X,) if method != "inverse_transform" else (est.transform(X),)
-        np.testing.assert_array_equal(getattr(back, method)(*args), getattr(est, method)(*args))
+        got, want = getattr(back, method)(*args), getattr(est, method)(*args)
+        if np.asarray(want).dtype.kind in "fc":
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13 * np.abs(want).max())
+        else:
+            np.testing.assert_array_equal(got, want)
     # nothing but Zarr metadata and chunks: no pickle anywhere in the group
     for f in (tmp_path / "model.zarr").rglob("*"):
         if f.is_file():

@@ -112,7 +112,9 @@ class _Encoder:
         )
         if arr.size:
             z[...] = arr
-        return {"__array__": key}
+        # keep the memory layout: BLAS rounds differently on C and Fortran operands
+        fortran = arr.ndim > 1 and arr.flags.f_contiguous and not arr.flags.c_contiguous
+        return {"__array__": key, "order": "F" if fortran else "C"}
 
 
 class _Decoder:
@@ -129,7 +131,8 @@ class _Decoder:
         if "__scalar__" in value:
             return np.dtype(value["dtype"]).type(self.decode(value["__scalar__"]))
         if "__array__" in value:
-            return self.group[value["__array__"]][...]
+            arr = self.group[value["__array__"]][...]
+            return np.asfortranarray(arr) if value.get("order") == "F" else arr
         if "__strings__" in value:
             return np.array(value["__strings__"], dtype=str).reshape(value["shape"])
         if "__objects__" in value:
