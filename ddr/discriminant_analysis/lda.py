@@ -1,0 +1,287 @@
+"""Linear discriminant analysis and the Fisher discriminant projection, from one pass of moments."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from numbers import Integral
+from typing import Any, ClassVar
+
+import numpy as np
+from scipy import linalg
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from ddr.base import FEATURE, map_rows
+from ddr.discriminant_analysis._base import DiscriminantBase, check_shrinkage, flip_columns
+from ddr.naive_bayes._base import check_priors, class_log_prior
+
+__all__ = ["LinearDiscriminantAnalysis", "lda_scores", "lda_transform"]
+
+
+def lda_scores(X: np.ndarray, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
+    """Per-class linear scores of a block, ``X @ coef.T + intercept``, shape (n_block, k)."""
+    return np.asarray(X, dtype=np.float64) @ coef.T + intercept
+
+
+def lda_transform(X: np.ndarray, shift: np.ndarray, scalings: np.ndarray) -> np.ndarray:
+    """Fisher projection of a block, ``(X - shift) @ scalings``, shape (n_block, n_components)."""
+    return (np.asarray(X, dtype=np.float64) - shift) @ scalings
+
+
+class LinearDiscriminantAnalysis(
+    ClassNamePrefixFeaturesOutMixin, TransformerMixin, DiscriminantBase
+):
+    """LDA: Gaussian classes with a shared covariance, and the Fisher discriminant projection.
+
+    The fit is one pass of :class:`ddr.stats.ClassMoments` (full), from which the class
+    means, the within-class scatter ``S_W`` and the between-class scatter follow; the
+    solvers work on d x d matrices on the client and reproduce scikit-learn's:
+
+    - ``"svd"`` (default): the SVD of the centred, within-scaled data is the eigendecomposition
+      of ``D^-1 S_W D^-1 / n`` (``D`` the within-class standard deviations), then an SVD of the
+      (k x rank) between-class centres. No shrinkage.
+    - ``"lsqr"``: ``coef_ = lstsq(covariance_, means_.T)``. Classification only (no transform).
+    - ``"eigen"``: the generalised eigenproblem ``S_b v = lambda S_w v`` of the between- and
+      within-class covariances.
+
+    ``transform`` is the Fisher discriminant projection onto at most ``n_classes - 1``
+    directions ordered by explained between-class variance (``explained_variance_ratio_``).
+
+    Parameters
+    ----------
+    solver : {"svd", "lsqr", "eigen"}, default="svd"
+    shrinkage : None, "auto" or float in [0, 1], default=None
+        For "lsqr" and "eigen": shrink each class covariance (and the total covariance for
+        "eigen") towards a scaled identity. "auto" is Ledoit-Wolf on standardised data, as in
+        scikit-learn, computed from fourth cross-moments gathered in the same single pass.
+    priors : array-like of shape (n_classes,), optional
+        Renormalised with a warning if they do not sum to 1 (scikit-learn).
+    n_components : int, optional
+        Components kept by ``transform`` (at most ``min(n_classes - 1, n_features)``).
+    store_covariance : bool, default=False
+        With "svd", also compute ``covariance_`` (always computed by "lsqr"/"eigen").
+    tol : float, default=1e-4
+        "svd": singular values below ``tol`` are dropped (rank).
+
+    Attributes
+    ----------
+    classes_, class_count_, priors_ : ndarray of shape (n_classes,)
+    means_ : ndarray of shape (n_classes, n_features)
+    coef_ : ndarray of shape (n_classes, n_features) or (1, n_features) for two classes
+    intercept_ : ndarray of shape (n_classes,) or (1,)
+    covariance_ : ndarray of shape (n_features, n_features)
+        Prior-weighted sum of the (shrunk) class covariances.
+    scalings_ : ndarray of shape (n_features, rank)
+        Fisher directions (columns; signs fixed, largest entry positive).
+    xbar_ : ndarray of shape (n_features,)
+        Prior-weighted overall mean ("svd").
+    explained_variance_ratio_ : ndarray of shape (n_components,)
+    class_moments_ : ddr.stats.ClassMoments
+
+    Notes
+    -----
+    Passes: ``fit`` reads the data once; ``predict`` and ``transform`` once each (one GEMM per
+    block). With ``solver="lsqr"`` and a singular ``covariance_`` the minimum-norm solution
+    depends on round-off, as in scikit-learn: use shrinkage.
+    """
+
+    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
+        "means_": ("class", FEATURE),
+        "priors_": ("class",),
+        "class_count_": ("class",),
+        "scalings_": (FEATURE, "component"),
+        "covariance_": (FEATURE, FEATURE + "_2"),
+    }
+
+    def __init__(
+        self,
+        solver: str = "svd",
+        shrinkage: Any = None,
+        priors: Any = None,
+        n_components: int | None = None,
+        store_covariance: bool = False,
+        tol: float = 1e-4,
+    ) -> None:
+        self.solver = solver
+        self.shrinkage = shrinkage
+        self.priors = priors
+        self.n_components = n_components
+        self.store_covariance = store_covariance
+        self.tol = tol
+
+    def _check_params(self) -> None:
+        if self.solver not in ("svd", "lsqr", "eigen"):
+            raise ValueError(f"solver must be one of 'svd', 'lsqr', 'eigen'; got {self.solver!r}")
+        check_shrinkage(self.shrinkage)
+        if self.solver == "svd" and self.shrinkage is not None:
+            raise ValueError(
+                "shrinkage is not supported with solver='svd'; use solver='lsqr' or 'eigen'"
+            )
+        nc = self.n_components
+        if nc is not None and (isinstance(nc, bool) or not isinstance(nc, Integral) or nc < 1):
+            raise ValueError(f"n_components must be None or an int >= 1; got {nc!r}")
+        if not isinstance(self.tol, (int, float)) or self.tol < 0:
+            raise ValueError(f"tol must be a float >= 0; got {self.tol!r}")
+
+    def _priors(self) -> np.ndarray:
+        return self.priors_
+
+    # ----------------------------------------------------------------------- fit
+    def _update(self) -> None:
+        cm = self.class_moments_
+        counts = cm.counts
+        k, d = cm.n_classes, cm.n_features
+        self.class_count_ = counts.copy()
+        if self.priors is None:
+            self.priors_ = counts / counts.sum()
+        else:
+            self.priors_ = check_priors(self.priors, k, renormalise="warn")
+        seen = counts > 0
+        n = counts.sum()
+        if n <= seen.sum():
+            raise ValueError(
+                "The number of samples must be more than the number of classes "
+                f"({n:g} samples, {int(seen.sum())} classes)."
+            )
+        max_components = min(k - 1, d)
+        if self.n_components is None:
+            self._max_components = max_components
+        elif self.n_components > max_components:
+            raise ValueError(
+                "n_components cannot be larger than min(n_features, n_classes - 1); got "
+                f"n_components={self.n_components} with {d} features and {k} classes."
+            )
+        else:
+            self._max_components = int(self.n_components)
+        self.means_ = np.where(seen[:, None], cm.means, 0.0)
+        if self.solver == "svd":
+            self._solve_svd(n)
+        else:
+            self._solve_covariance()
+        if k == 2:  # binary case: scikit-learn keeps one row
+            self.coef_ = (self.coef_[1] - self.coef_[0])[None, :]
+            self.intercept_ = np.array([self.intercept_[1] - self.intercept_[0]])
+        self._n_features_out = self._max_components
+
+    def _pooled_covariance(self) -> np.ndarray:
+        cov = np.zeros((self.n_features_in_,) * 2)
+        for j in np.flatnonzero(self.class_count_ > 0):
+            cov += self.priors_[j] * self._class_covariance(j, self.shrinkage)
+        return cov
+
+    def _solve_svd(self, n: float) -> None:
+        cm = self.class_moments_
+        seen = self.class_count_ > 0
+        if self.store_covariance:
+            self.covariance_ = self._pooled_covariance()
+        elif hasattr(self, "covariance_"):
+            del self.covariance_
+        Sw = sum(m.scatter for m, s in zip(cm.moments, seen) if s)
+        std = np.sqrt(np.maximum(np.diagonal(Sw), 0.0) / n)
+        std[std == 0] = 1.0
+        # SVD of X = sqrt(1/n) Xc / std  <=>  eigh of X^T X = Sw / n / (std std^T)
+        evals, V = linalg.eigh(Sw / n / np.outer(std, std))
+        order = np.argsort(evals)[::-1]
+        S = np.sqrt(np.maximum(evals[order], 0.0))
+        V = flip_columns(V[:, order])
+        rank = int(np.sum(S > self.tol))
+        scalings = (V[:, :rank] / std[:, None]) / S[:rank]
+        self.xbar_ = self.priors_ @ self.means_
+        k_seen = int(seen.sum())
+        fac = 1.0 if k_seen == 1 else 1.0 / (k_seen - 1)
+        Xb = (np.sqrt(n * self.priors_ * fac) * (self.means_ - self.xbar_).T).T @ scalings
+        _, S2, Vt2 = linalg.svd(Xb, full_matrices=False)
+        total = np.sum(S2**2)
+        ratio = S2**2 / total if total > 0 else np.zeros_like(S2)
+        self.explained_variance_ratio_ = ratio[: self._max_components]
+        rank2 = int(np.sum(S2 > self.tol * S2[0])) if S2.size and S2[0] > 0 else 0
+        self.scalings_ = flip_columns(scalings @ Vt2.T[:, :rank2])
+        coef = (self.means_ - self.xbar_) @ self.scalings_
+        intercept = -0.5 * np.sum(coef**2, axis=1) + class_log_prior(self.priors_)
+        self.coef_ = coef @ self.scalings_.T
+        self.intercept_ = intercept - self.xbar_ @ self.coef_.T
+
+    def _solve_covariance(self) -> None:
+        self.covariance_ = self._pooled_covariance()
+        log_prior = class_log_prior(self.priors_)
+        if self.solver == "lsqr":
+            self.coef_ = linalg.lstsq(self.covariance_, self.means_.T)[0].T
+            self.intercept_ = -0.5 * np.diag(self.means_ @ self.coef_.T) + log_prior
+            return
+        Sw = self.covariance_
+        Sb = self._total_covariance(self.shrinkage) - Sw
+        try:
+            evals, evecs = linalg.eigh(Sb, Sw)
+        except linalg.LinAlgError as err:
+            raise np.linalg.LinAlgError(
+                "solver='eigen' needs a positive definite within-class covariance, and this "
+                f"one is singular ({err}); use shrinkage (e.g. shrinkage='auto'), "
+                "solver='svd', or remove constant / collinear features"
+            ) from None
+        ratio = np.sort(evals / np.sum(evals))[::-1]
+        self.explained_variance_ratio_ = ratio[: self._max_components]
+        self.scalings_ = flip_columns(evecs[:, np.argsort(evals)[::-1]])
+        self.coef_ = (self.means_ @ self.scalings_) @ self.scalings_.T
+        self.intercept_ = -0.5 * np.diag(self.means_ @ self.coef_.T) + log_prior
+
+    # ------------------------------------------------------------------- predict
+    def _jll(self) -> tuple[Any, tuple]:
+        coef, intercept = self.coef_, self.intercept_
+        if coef.shape[0] == 1 and len(self.classes_) == 2:
+            # scores (0, w.x + b): softmax of them is scikit-learn's expit for two classes
+            coef = np.vstack([np.zeros_like(coef), coef])
+            intercept = np.concatenate([[0.0], intercept])
+        return lda_scores, (coef, intercept)
+
+    def decision_function(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
+        """``X @ coef_.T + intercept_``; shape (n_samples,) for two classes.
+
+        Returns
+        -------
+        ndarray, dask array or DataArray
+        """
+        if len(getattr(self, "classes_", ())) != 2:
+            return super().decision_function(X, sample_dim=sample_dim)
+        rows = self._predict_rows(X, sample_dim)
+        out = map_rows(
+            rows, lda_scores, n_out=1, dtype=np.float64, new_dim="decision", name="decision",
+            args=(self.coef_, self.intercept_),
+        )  # fmt: skip
+        return out.isel(decision=0, drop=True) if hasattr(out, "isel") else out[:, 0]
+
+    def transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
+        """Project onto the Fisher discriminant directions.
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray, dask array or DataArray of shape (n_samples, n_components)
+            A DataArray has a ``component`` dim.
+        """
+        if self.solver == "lsqr":
+            raise NotImplementedError(
+                "transform not implemented for 'lsqr' solver (use 'svd' or 'eigen')."
+            )
+        check_is_fitted(self)
+        rows = self._predict_rows(X, sample_dim)
+        m = self._max_components
+        scalings = self.scalings_[:, :m]
+        shift = self.xbar_ if self.solver == "svd" else np.zeros(self.n_features_in_)
+        return map_rows(
+            rows, lda_transform, n_out=scalings.shape[1], dtype=np.float64,
+            new_dim="component", new_coords=np.arange(scalings.shape[1]), name="lda_transform",
+            args=(shift, scalings),
+        )  # fmt: skip
+
+    def fit_transform(self, X: Any, y: Any = None, **params: Any) -> Any:
+        """``fit(X, y).transform(X)`` (two passes over dask input).
+
+        Returns
+        -------
+        ndarray, dask array or DataArray of shape (n_samples, n_components)
+        """
+        sample_dim = params.pop("sample_dim", None)
+        return self.fit(X, y, sample_dim=sample_dim).transform(X, sample_dim=sample_dim)
