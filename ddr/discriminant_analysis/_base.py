@@ -109,7 +109,9 @@ class DiscriminantBase(BaseGenerativeClassifier):
         """Covariance (ddof=0) of all rows, with the same shrinkage."""
         if shrinkage == "auto":
             return ledoit_wolf_covariance(*self.fourth_moments_.total())[0]
-        seen = [m for m, c in zip(self.class_moments_.moments, self.class_count_) if c > 0]
+        seen = [
+            m for m, c in zip(self.class_moments_.moments, self.class_count_, strict=True) if c > 0
+        ]
         tot = seen[0]
         for m in seen[1:]:
             tot = tot.merge(m)

@@ -176,7 +176,7 @@ class LinearDiscriminantAnalysis(
             self.covariance_ = self._pooled_covariance()
         elif hasattr(self, "covariance_"):
             del self.covariance_
-        Sw = sum(m.scatter for m, s in zip(cm.moments, seen) if s)
+        Sw = sum(m.scatter for m, s in zip(cm.moments, seen, strict=True) if s)
         std = np.sqrt(np.maximum(np.diagonal(Sw), 0.0) / n)
         std[std == 0] = 1.0
         # SVD of X = sqrt(1/n) Xc / std  <=>  eigh of X^T X = Sw / n / (std std^T)

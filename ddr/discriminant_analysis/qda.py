@@ -169,7 +169,9 @@ class QuadraticDiscriminantAnalysis(DiscriminantBase):
             del self.covariance_
 
     def _jll(self) -> tuple[Any, tuple]:
-        W = np.stack([R * s ** (-0.5) for R, s in zip(self.rotations_, self.scalings_)])
+        W = np.stack(
+            [R * s ** (-0.5) for R, s in zip(self.rotations_, self.scalings_, strict=True)]
+        )
         u = np.array([np.sum(np.log(s)) for s in self.scalings_])
         const = class_log_prior(self.priors_) - 0.5 * u
         return qda_jll, (self.means_, W, const)

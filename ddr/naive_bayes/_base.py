@@ -222,6 +222,11 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator):
         self._forget()
         stats = self._one_pass(X, y, sample_weight, sample_dim, reset=True)
         counts = self._class_counts(stats)
+        if not np.any(counts > 0):
+            raise ValueError(
+                f"{type(self).__name__}: the sample weights are all zero; at least one sample "
+                "needs a positive weight"
+            )
         classes = np.asarray(next(iter(stats.values())).classes)
         seen = classes[counts > 0]
         if seen.shape[0] < 2:

@@ -12,6 +12,7 @@ from ddr.naive_bayes._base import (
     discrete_class_log_prior,
 )
 from ddr.stats import CategoricalCounts
+from ddr.stats._input import is_dask
 from ddr.stats.base import Statistic, StatSpec
 from ddr.stats.categorical import MAX_CATEGORIES
 
@@ -34,7 +35,8 @@ def as_category_codes(X: np.ndarray) -> np.ndarray:
         raise TypeError(f"categorical X must be integer-coded; got dtype {X.dtype}")
     if X.size and X.min() < 0:
         raise ValueError(
-            f"categorical X must hold non-negative category codes 0, 1, 2, ...; got {X.min():g}"
+            "Negative values in data passed as categorical X: category codes must be 0, 1, 2, "
+            f"...; got {X.min():g}"
         )
     return X.astype(np.int64, copy=False)
 
@@ -134,7 +136,7 @@ class CategoricalNB(BaseGenerativeClassifier):
     Passes: ``fit`` reads the data once, ``predict`` once.
     """
 
-    _fit_dtype = None
+    _fit_dtype = "numeric"
 
     def __init__(
         self,
@@ -154,6 +156,12 @@ class CategoricalNB(BaseGenerativeClassifier):
     @property
     def _defined_without_data(self) -> bool:  # type: ignore[override]
         return float(self._alpha_) > 0
+
+    def _transform_input(self, data: Any) -> Any:
+        # validated codes (int64) on the fly, in the same pass as the counts
+        if is_dask(data):
+            return data.map_blocks(as_category_codes, dtype=np.int64)
+        return as_category_codes(data)
 
     def _statistics(self) -> dict[str, StatSpec]:
         return {"category_counts_": CategoricalCounts.spec()}
@@ -208,12 +216,6 @@ class CategoricalNB(BaseGenerativeClassifier):
             table[j, :cj] = self.feature_log_prob_[j].T
             table[j, cj:] = self._unseen_log_prob_[j]
         return categorical_jll, (table, self.class_log_prior_)
-
-    def _predict_rows(self, X: Any, sample_dim: Any) -> Any:
-        rows = super()._predict_rows(X, sample_dim)
-        if not rows.is_lazy:
-            as_category_codes(rows.data)  # fail early with the message; dask blocks check too
-        return rows
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
