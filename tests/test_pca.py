@@ -1,0 +1,357 @@
+"""PCA against scikit-learn and exact references: covariance and exact solvers, the API,
+transforms in the input's form, the probabilistic model, and bad input."""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import xarray as xr
+from sklearn.decomposition import PCA as SkPCA
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from ddr.decomposition.pca import PCA
+from ddr.testing import counting_dask_array
+
+
+def spectrum_data(rng, n=2000, d=20, offset=0.0, dtype=np.float64):
+    """Rows with well separated variances 100 ... 0.25 along random orthogonal axes."""
+    scales = np.geomspace(10.0, 0.5, d)
+    Q, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    X = (rng.standard_normal((n, d)) * scales) @ Q.T + offset
+    return X.astype(dtype)
+
+
+def exact_spectrum(X):
+    """Two-pass covariance eigenvalues in extended precision (ddof=1), decreasing."""
+    Xl = np.asarray(X, dtype=np.longdouble)
+    Xc = np.asarray(Xl - Xl.mean(axis=0), dtype=np.float64)
+    resid = Xc.mean(axis=0)
+    Xc = Xc - resid
+    lam = np.linalg.eigvalsh(Xc.T @ Xc / (X.shape[0] - 1))
+    return lam[::-1]
+
+
+def rel(a, b):
+    return np.max(np.abs(np.asarray(a) - np.asarray(b)) / np.abs(np.asarray(b)))
+
+
+# ------------------------------------------------------------------ scikit-learn equality
+@pytest.mark.parametrize("solver", ["covariance", "exact", "auto"])
+@pytest.mark.parametrize("n_components", [None, 7, 0.9])
+def test_equal_to_sklearn_full_float64(rng, solver, n_components):
+    """Acceptance: components (with sign) and explained variances to 1e-10 relative."""
+    X = spectrum_data(rng)
+    ref = SkPCA(n_components, svd_solver="full").fit(X)
+    got = PCA(n_components, solver=solver).fit(X)
+    assert got.n_components_ == ref.n_components_
+    assert got.n_samples_ == ref.n_samples_ and got.n_features_in_ == ref.n_features_in_
+    np.testing.assert_allclose(got.components_, ref.components_, rtol=0, atol=1e-10)
+    assert rel(got.explained_variance_, ref.explained_variance_) < 1e-10
+    assert rel(got.explained_variance_ratio_, ref.explained_variance_ratio_) < 1e-10
+    assert rel(got.singular_values_, ref.singular_values_) < 1e-10
+    np.testing.assert_allclose(got.mean_, ref.mean_, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(got.noise_variance_, ref.noise_variance_, rtol=1e-9, atol=1e-14)
+    np.testing.assert_allclose(got.transform(X), ref.transform(X), rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("solver", ["covariance", "exact"])
+def test_equal_to_sklearn_full_float32(rng, solver):
+    """Acceptance: float32 input to 1e-4; scores come back as float32."""
+    X = spectrum_data(rng, offset=3.0, dtype=np.float32)
+    ref = SkPCA(8, svd_solver="full").fit(X)
+    got = PCA(8, solver=solver).fit(X)
+    np.testing.assert_allclose(got.components_, ref.components_, rtol=0, atol=1e-4)
+    assert rel(got.explained_variance_, ref.explained_variance_) < 1e-4
+    Z = got.transform(X)
+    assert Z.dtype == np.float32
+    np.testing.assert_allclose(Z, ref.transform(X), rtol=0, atol=1e-3)
+    # accumulating in float64 makes ddr closer to the exact spectrum than float32 LAPACK
+    exact = exact_spectrum(X)[:8]
+    assert rel(got.explained_variance_, exact) < 1e-6
+
+
+def test_offset_1e6_covariance_solver_exact_where_covariance_eigh_is_not(rng):
+    """Acceptance: on a 1e6 offset the one-pass covariance solver stays within 1e-8 of exact;
+    scikit-learn's covariance_eigh (X^T X - n mu mu^T) does not."""
+    X = spectrum_data(rng, n=20000, d=8, offset=1e6)
+    exact = exact_spectrum(X)
+    chunked = da.from_array(X, chunks=(1000, -1))
+    got = PCA(solver="covariance").fit(chunked)
+    assert rel(got.explained_variance_, exact) < 1e-8
+    sk = SkPCA(svd_solver="covariance_eigh").fit(X)
+    assert rel(sk.explained_variance_, exact) > 1e-4  # measured ~1e-2: most digits gone
+
+
+# ------------------------------------------------------------------------- chunking, passes
+def test_chunking_invariance_and_one_pass(rng):
+    X = spectrum_data(rng, n=3000, d=12, offset=50.0)
+    ref = PCA(5, solver="covariance").fit(X)
+    for chunks in ((3000, -1), (1, -1), (333, -1), ((100, 2900), -1)):
+        arr, counter = counting_dask_array(X, chunks=chunks)
+        with dask.config.set(scheduler="threads"):
+            got = PCA(5, solver="covariance").fit(arr)
+        assert counter.passes == 1.0
+        np.testing.assert_allclose(got.components_, ref.components_, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(got.explained_variance_, ref.explained_variance_, rtol=1e-12)
+        assert got.n_passes_ == 1
+
+
+def test_exact_solver_reads_dask_once(rng):
+    X = spectrum_data(rng, n=500, d=6)
+    arr, counter = counting_dask_array(X, chunks=(100, -1))
+    with dask.config.set(scheduler="sync"):
+        got = PCA(3, solver="exact").fit(arr)
+    assert counter.passes == 1.0
+    ref = SkPCA(3, svd_solver="full").fit(X)
+    np.testing.assert_allclose(got.components_, ref.components_, atol=1e-10)
+
+
+def test_auto_chooses_by_width(rng):
+    X = spectrum_data(rng, n=300, d=10)
+    assert PCA(3).fit(X).solver_ == "covariance"
+    wide = da.zeros((40, 3000), chunks=(20, -1)) + da.random.default_rng(0).random((40, 3000))
+    assert PCA(3, random_state=0).fit(wide).solver_ == "randomized"
+
+
+def test_partial_fit_equals_fit(rng):
+    X = spectrum_data(rng, n=1200, d=9, offset=1e3)
+    inc = PCA(4)
+    for part in np.array_split(X, 5):
+        inc.partial_fit(part)
+    inc.partial_fit(da.from_array(X[:50], chunks=(25, -1)))  # dask batches too
+    full = PCA(4).fit(np.vstack([X, X[:50]]))
+    np.testing.assert_allclose(inc.components_, full.components_, atol=1e-11)
+    np.testing.assert_allclose(inc.explained_variance_, full.explained_variance_, rtol=1e-11)
+    assert inc.n_samples_ == 1250
+    with pytest.raises(AttributeError, match="has no attribute 'partial_fit'") as info:
+        PCA(2, solver="randomized").partial_fit(X)
+    assert "partial_fit accumulates the d x d covariance" in str(info.value.__cause__)
+    assert not hasattr(PCA(solver="exact"), "partial_fit")
+
+
+# ------------------------------------------------------------------------------ identities
+@pytest.mark.parametrize("solver", ["covariance", "randomized"])
+def test_identities(rng, solver):
+    X = spectrum_data(rng, n=1500, d=15, offset=-7.0)
+    pca = PCA(6, solver=solver, random_state=0).fit(X)
+    Z = pca.transform(X)
+    # the variance of the scores is the explained variance; the scores are uncorrelated
+    np.testing.assert_allclose(Z.var(axis=0, ddof=1), pca.explained_variance_, rtol=1e-10)
+    C = np.cov(Z.T)
+    np.testing.assert_allclose(C - np.diag(np.diag(C)), 0, atol=1e-9)
+    np.testing.assert_allclose((Z**2).sum(axis=0), pca.singular_values_**2, rtol=1e-10)
+    np.testing.assert_allclose(pca.transform(pca.mean_[None]), 0, atol=1e-12)
+    # whitened scores have unit variance and invert exactly
+    white = PCA(6, solver=solver, whiten=True, random_state=0).fit(X)
+    W = white.transform(X)
+    np.testing.assert_allclose(W.var(axis=0, ddof=1), 1.0, rtol=1e-10)
+    np.testing.assert_allclose(white.inverse_transform(W), pca.inverse_transform(Z), atol=1e-10)
+    # with every component, inverse_transform is the identity
+    allc = PCA(solver="covariance").fit(X)
+    np.testing.assert_allclose(allc.inverse_transform(allc.transform(X)), X, atol=1e-10)
+    np.testing.assert_allclose(allc.explained_variance_ratio_.sum(), 1.0, rtol=1e-12)
+
+
+# --------------------------------------------------------------- probabilistic PCA model
+@pytest.mark.parametrize("whiten", [False, True])
+@pytest.mark.parametrize("n_components", [3, 0.95])
+def test_probabilistic_model_matches_sklearn(rng, whiten, n_components):
+    X = spectrum_data(rng, n=800, d=10, offset=2.0)
+    ref = SkPCA(n_components, svd_solver="full", whiten=whiten).fit(X)
+    got = PCA(n_components, solver="covariance", whiten=whiten).fit(X)
+    np.testing.assert_allclose(got.get_covariance(), ref.get_covariance(), atol=1e-10)
+    np.testing.assert_allclose(got.get_precision(), ref.get_precision(), rtol=1e-8, atol=1e-9)
+    np.testing.assert_allclose(got.score_samples(X), ref.score_samples(X), rtol=1e-10)
+    assert got.score(X) == pytest.approx(ref.score(X), rel=1e-11)
+    lazy = got.score_samples(da.from_array(X, chunks=(300, -1)))
+    assert isinstance(lazy, da.Array)
+    np.testing.assert_allclose(lazy.compute(), ref.score_samples(X), rtol=1e-10)
+    assert got.score(da.from_array(X, chunks=(300, -1))) == pytest.approx(ref.score(X), rel=1e-11)
+
+
+def test_score_needs_noise_when_components_do_not_span(rng):
+    X = spectrum_data(rng, n=5, d=8)
+    pca = PCA().fit(X)  # n_components_ = 5 < 8 features, noise_variance_ = 0
+    assert pca.noise_variance_ == 0.0
+    with pytest.raises(ValueError, match="score_samples needs a non-singular model covariance"):
+        pca.score_samples(X)
+
+
+# ------------------------------------------------------------- numpy / dask / xarray forms
+def test_dask_outputs_are_lazy_and_equal(rng):
+    X = spectrum_data(rng, n=1000, d=8)
+    pca = PCA(3, solver="covariance").fit(X)
+    arr, counter = counting_dask_array(X, chunks=(250, -1))
+    Z = pca.transform(arr)
+    ll = pca.score_samples(arr)
+    back = pca.inverse_transform(Z)
+    assert isinstance(Z, da.Array) and isinstance(ll, da.Array) and isinstance(back, da.Array)
+    assert counter.passes == 0  # nothing computed yet
+    assert Z.chunks == ((250,) * 4, (3,))
+    with dask.config.set(scheduler="threads"):
+        np.testing.assert_allclose(Z.compute(), pca.transform(X), atol=1e-12)
+        np.testing.assert_allclose(back.compute(), pca.inverse_transform(pca.transform(X)))
+    fitted_dask = PCA(3, solver="covariance").fit_transform(da.from_array(X, chunks=(300, -1)))
+    assert isinstance(fitted_dask, da.Array)
+
+
+def test_xarray_in_xarray_out(rng):
+    X = spectrum_data(rng, n=400, d=5)
+    feats = ["a", "b", "c", "d", "e"]
+    times = np.arange(400) * 10
+    xa = xr.DataArray(X.T, dims=("var", "time"), coords={"var": feats, "time": times})
+    pca = PCA(2, solver="covariance")
+    Z = pca.fit_transform(xa, sample_dim="time")
+    assert Z.dims == ("time", "component")
+    np.testing.assert_array_equal(Z["time"].values, times)
+    np.testing.assert_allclose(Z.values, PCA(2).fit(X).transform(X), atol=1e-12)
+    comps = pca.as_xarray("components_")
+    assert comps.dims == ("component", "var")
+    assert list(comps["var"].values) == feats
+    assert pca.as_xarray("mean_").dims == ("var",)
+    assert pca.as_xarray("explained_variance_").dims == ("component",)
+    back = pca.inverse_transform(Z)
+    assert back.dims == ("time", "var") and list(back["var"].values) == feats
+    lazy = pca.transform(xa.chunk({"time": 100}), sample_dim="time")
+    assert isinstance(lazy.data, da.Array) and lazy.dims == ("time", "component")
+    np.testing.assert_allclose(lazy.values, Z.values, atol=1e-12)
+
+
+def test_feature_names_out(rng):
+    pca = PCA(3).fit(spectrum_data(rng, n=50, d=5))
+    assert list(pca.get_feature_names_out()) == ["pca0", "pca1", "pca2"]
+
+
+def test_integer_input_is_upcast(rng):
+    Xi = rng.integers(-50, 50, size=(300, 6))
+    got = PCA(3).fit(Xi)
+    ref = PCA(3).fit(Xi.astype(np.float64))
+    np.testing.assert_allclose(got.components_, ref.components_, atol=1e-12)
+    assert got.transform(Xi).dtype == np.float64
+    lazy = PCA(3).fit(da.from_array(Xi, chunks=(100, -1)))
+    np.testing.assert_allclose(lazy.explained_variance_, ref.explained_variance_, rtol=1e-12)
+    assert lazy.transform(da.from_array(Xi, chunks=(100, -1))).dtype == np.float64
+
+
+def test_unknown_chunk_sizes(rng):
+    X = spectrum_data(rng, n=600, d=5)
+    arr = da.from_array(X, chunks=(100, -1))
+    filtered = arr[arr[:, 0] > -np.inf]
+    got = PCA(2).fit(filtered)
+    ref = PCA(2).fit(X)
+    assert got.n_samples_ == 600
+    np.testing.assert_allclose(got.components_, ref.components_, atol=1e-12)
+    rnd = PCA(2, solver="randomized", random_state=0).fit(filtered)
+    np.testing.assert_allclose(rnd.explained_variance_, ref.explained_variance_, rtol=1e-9)
+
+
+# -------------------------------------------------------------------------- bad input
+def test_n_components_too_large_or_not_positive(rng):
+    X = spectrum_data(rng, n=30, d=6)
+    for solver in ("covariance", "randomized", "exact"):
+        with pytest.raises(
+            ValueError, match=r"n_components=7 must be between 1 and min\(n_samples, n_features\)=6"
+        ):
+            PCA(7, solver=solver).fit(X)
+    with pytest.raises(ValueError, match=r"n_components=9 must be between 1 and .*=5 "):
+        PCA(9).fit(X[:5])
+    for bad in (0, -2):
+        with pytest.raises(ValueError, match=rf"n_components={bad} must be between 1 and"):
+            PCA(bad).fit(X)
+    with pytest.raises(ValueError, match="n_components=7 must be between 1 and"):
+        PCA(7).fit(da.from_array(X, chunks=(10, -1)))
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, 1.5, -0.2])
+def test_fraction_outside_open_interval(rng, bad):
+    with pytest.raises(
+        ValueError, match=r"is a float, meaning a fraction .* open interval \(0, 1\)"
+    ):
+        PCA(bad).fit(spectrum_data(rng, n=30, d=4))
+
+
+def test_bad_parameters(rng):
+    X = spectrum_data(rng, n=30, d=4)
+    with pytest.raises(ValueError, match="n_components='mle' is not supported"):
+        PCA("mle").fit(X)
+    with pytest.raises(TypeError, match="n_components must be None, an int or a float"):
+        PCA(True).fit(X)
+    with pytest.raises(ValueError, match=r"solver must be one of \('auto', 'covariance'"):
+        PCA(2, solver="arpack").fit(X)
+    with pytest.raises(ValueError, match="n_power_iter must be an int >= 0; got -1"):
+        PCA(2, solver="randomized", n_power_iter=-1).fit(X)
+    with pytest.raises(ValueError, match=r"n_oversamples must be an int >= 0; got 2\.5"):
+        PCA(2, solver="randomized", n_oversamples=2.5).fit(X)
+    with pytest.raises(ValueError, match="n_components=None asks for all"):
+        PCA(solver="randomized").fit(X)
+
+
+def test_transform_wrong_number_of_features(rng):
+    pca = PCA(2).fit(spectrum_data(rng, n=40, d=5))
+    with pytest.raises(ValueError, match="X has 3 features, but PCA is expecting 5 features"):
+        pca.transform(np.ones((4, 3)))
+    with pytest.raises(ValueError, match="X has 3 features, but PCA is expecting 5 features"):
+        pca.transform(da.ones((4, 3), chunks=(2, -1)))
+    with pytest.raises(ValueError, match=r"X has 3 features, but PCA\.inverse_transform is expect"):
+        pca.inverse_transform(np.ones((4, 3)))
+
+
+def test_use_before_fit():
+    for method in ("transform", "inverse_transform", "score_samples"):
+        with pytest.raises(NotFittedError, match="This PCA instance is not fitted yet"):
+            getattr(PCA(), method)(np.ones((3, 2)))
+    with pytest.raises(NotFittedError):
+        PCA().get_covariance()
+
+
+def test_nan_input_points_to_ppca(rng):
+    X = spectrum_data(rng, n=200, d=4)
+    X[17, 2] = np.nan
+    for solver in ("covariance", "randomized", "exact"):
+        with pytest.raises(ValueError, match=r"contains 1 NaN.*ddr\.PPCA"):
+            PCA(2, solver=solver, random_state=0).fit(X)
+        with pytest.raises(ValueError, match=r"NaN.*ddr\.PPCA"):
+            PCA(2, solver=solver, random_state=0).fit(da.from_array(X, chunks=(50, -1)))
+    pca = PCA(2).fit(np.nan_to_num(X))
+    with pytest.raises(ValueError, match=r"NaN.*ddr\.PPCA"):
+        pca.transform(X)
+    with pytest.raises(ValueError, match=r"NaN.*ddr\.PPCA"):
+        pca.transform(da.from_array(X, chunks=(50, -1))).compute()
+
+
+def test_wide_array_chunked_along_features(rng):
+    X = da.from_array(spectrum_data(rng, n=100, d=40), chunks=(50, 10))
+    with pytest.raises(ValueError, match=r"chunked along features.*X\.rechunk\(\{1: -1\}\)"):
+        PCA(3, solver="covariance").fit(X)
+    got = PCA(3, solver="covariance").fit(X.rechunk({1: -1}))
+    assert got.components_.shape == (3, 40)
+
+
+# ------------------------------------------------------------------ cluster and sklearn
+def test_on_local_cluster(client, rng):
+    X = spectrum_data(rng, n=4000, d=30, offset=1e4, dtype=np.float32)
+    arr = da.from_array(X, chunks=(500, -1))
+    ref = PCA(5, solver="exact").fit(X)
+    cov = PCA(5, solver="covariance").fit(arr)
+    rnd = PCA(5, solver="randomized", random_state=0).fit(arr)
+    for got in (cov, rnd):
+        np.testing.assert_allclose(got.components_, ref.components_, atol=1e-8)
+        np.testing.assert_allclose(got.explained_variance_, ref.explained_variance_, rtol=1e-9)
+    Z = cov.transform(arr).compute()
+    np.testing.assert_allclose(Z, ref.transform(X), atol=1e-3)
+
+
+@parametrize_with_checks(
+    [
+        PCA(),
+        PCA(2, whiten=True),
+        PCA(0.8, solver="covariance"),
+        PCA(2, solver="randomized", random_state=0),
+        PCA(solver="exact"),
+    ]
+)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
