@@ -1,0 +1,172 @@
+"""Pairwise-complete means and covariances of rows with missing values (NaN), mergeable.
+
+For every pair of features (i, j) the statistic keeps, over the rows where both are observed,
+the count ``N_ij``, the sum ``S1_ij`` of ``x_i - c_i`` and the sum ``S2_ij`` of
+``(x_i - c_i)(x_j - c_j)``, all about a float64 shift ``c`` (a block's own means, so that the
+products are formed on centred numbers). Merging moves both operands to a common shift with
+
+    S1'_ij = S1_ij + delta_i N_ij
+    S2'_ij = S2_ij + delta_j S1_ij + delta_i S1_ji + delta_i delta_j N_ij,
+
+``delta = c_old - c_new``, and adds. The covariance read-out is
+
+    cov_ij = (S2_ij - S1_ij S1_ji / N_ij) / N_ij,
+
+the covariance over the rows observing both (pairwise deletion). It is not positive
+semi-definite in general: it is a starting point (PPCA's ``init="pca"`` with missing values),
+not a model. On complete data it equals :class:`~ddr.stats.Moments`' covariance.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Self
+
+import numpy as np
+
+from ddr.stats._checks import check_block, check_finite
+from ddr.stats.base import Statistic
+
+__all__ = ["PairwiseMoments"]
+
+
+def _sub_block_rows(n_features: int) -> int:
+    return int(np.clip(2**21 // max(n_features, 1), 256, 8192))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PairwiseMoments(Statistic):
+    """Pairwise-complete counts and centred sums of the rows of ``X`` (NaN = missing).
+
+    Parameters
+    ----------
+    shift : ndarray of shape (n_features,)
+    pair_count : ndarray of shape (n_features, n_features)
+        ``N_ij``: rows observing both i and j (its diagonal: rows observing i).
+    s1 : ndarray of shape (n_features, n_features)
+        ``S1_ij = sum (x_i - shift_i)`` over the rows observing i and j.
+    s2 : ndarray of shape (n_features, n_features)
+        ``S2_ij = sum (x_i - shift_i)(x_j - shift_j)`` over the rows observing i and j.
+    n_rows : int
+    """
+
+    shift: np.ndarray
+    pair_count: np.ndarray
+    s1: np.ndarray
+    s2: np.ndarray
+    n_rows: int = 0
+
+    @classmethod
+    def from_block(
+        cls,
+        X: np.ndarray,
+        y: np.ndarray | None = None,
+        sample_weight: np.ndarray | None = None,
+    ) -> Self:
+        """Pairwise sums of one block (NaN entries are missing; infinities are refused)."""
+        X = check_block(X)
+        if sample_weight is not None:
+            raise ValueError("PairwiseMoments does not support sample_weight")
+        n, d = X.shape
+        Xf = np.asarray(X, dtype=np.float64)
+        nan = np.isnan(Xf)
+        if np.isinf(Xf).any():
+            check_finite(np.where(nan, 0.0, Xf), hint=" (NaN marks missing values)")
+        obs = ~nan
+        cnt = obs.sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            shift = np.where(cnt > 0, np.where(obs, Xf, 0.0).sum(axis=0) / np.maximum(cnt, 1), 0.0)
+        N = np.zeros((d, d))
+        s1 = np.zeros((d, d))
+        s2 = np.zeros((d, d))
+        step = _sub_block_rows(d)
+        for start in range(0, n, step):
+            o = obs[start : start + step]
+            A = np.where(o, Xf[start : start + step] - shift, 0.0)
+            if o.all():
+                m = A.shape[0]
+                N += m
+                s1 += A.sum(axis=0)[:, None]
+                s2 += A.T @ A
+            else:
+                of = o.astype(np.float64)
+                N += of.T @ of
+                s1 += A.T @ of
+                s2 += A.T @ A
+        return cls(shift, N, s1, s2, n)
+
+    def __post_init__(self) -> None:
+        for name in ("shift", "pair_count", "s1", "s2"):
+            object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.float64))
+        object.__setattr__(self, "n_rows", int(self.n_rows))
+
+    @property
+    def n_features(self) -> int:
+        return self.shift.shape[0]
+
+    def _moved(self, new_shift: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        delta = self.shift - new_shift
+        s1 = self.s1 + delta[:, None] * self.pair_count
+        s2 = (
+            self.s2
+            + self.s1 * delta[None, :]
+            + self.s1.T * delta[:, None]
+            + self.pair_count * np.outer(delta, delta)
+        )
+        return s1, s2
+
+    def merge(self, other: Self) -> Self:
+        """Sums of the union of two disjoint sets of rows, about a count-weighted shift."""
+        if not isinstance(other, PairwiseMoments):
+            raise TypeError(f"cannot merge PairwiseMoments with {type(other).__name__}")
+        if other.n_features != self.n_features:
+            raise ValueError(
+                f"cannot merge PairwiseMoments of {self.n_features} features with "
+                f"PairwiseMoments of {other.n_features} features"
+            )
+        na, nb = np.diagonal(self.pair_count), np.diagonal(other.pair_count)
+        tot = na + nb
+        with np.errstate(invalid="ignore", divide="ignore"):
+            shift = np.where(
+                tot > 0, (na * self.shift + nb * other.shift) / np.maximum(tot, 1), 0.0
+            )
+        s1a, s2a = self._moved(shift)
+        s1b, s2b = other._moved(shift)
+        return type(self)(
+            shift,
+            self.pair_count + other.pair_count,
+            s1a + s1b,
+            s2a + s2b,
+            self.n_rows + other.n_rows,
+        )
+
+    # --------------------------------------------------------------- read-outs
+    @property
+    def count(self) -> np.ndarray:
+        """Observed entries per feature, shape (n_features,)."""
+        return np.diagonal(self.pair_count).copy()
+
+    @property
+    def mean(self) -> np.ndarray:
+        """Per-feature mean over its observed entries (NaN where never observed)."""
+        cnt = self.count
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(cnt > 0, self.shift + np.diagonal(self.s1) / cnt, np.nan)
+
+    def covariance(self) -> np.ndarray:
+        """Pairwise-complete covariance (ddof=0); NaN where a pair is never observed together."""
+        N = self.pair_count
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cov = (self.s2 - self.s1 * self.s1.T / N) / N
+        cov[N == 0] = np.nan
+        return 0.5 * (cov + cov.T)
+
+    # ---------------------------------------------------------- serialisation
+    def _arrays(self) -> dict[str, np.ndarray]:
+        return {"shift": self.shift, "pair_count": self.pair_count, "s1": self.s1, "s2": self.s2}
+
+    def _scalars(self) -> dict[str, Any]:
+        return {"n_rows": self.n_rows}
+
+    def __repr__(self) -> str:
+        return f"PairwiseMoments(n_features={self.n_features}, n_rows={self.n_rows})"
