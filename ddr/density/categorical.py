@@ -1,0 +1,180 @@
+"""Independent categorical (multinomial) distributions per feature, fitted in one pass."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, DensityMixin
+from sklearn.utils.validation import check_is_fitted
+
+from ddr.base import DDRMixin, map_rows
+from ddr.naive_bayes.categorical import as_category_codes, smoothed_log_probs
+from ddr.stats import CategoricalCounts, compute
+from ddr.stats._input import is_dask, is_xarray
+
+__all__ = ["CategoricalDensity", "categorical_log_density"]
+
+
+def categorical_log_density(X: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """``sum_j log p_j(x_j)`` of a block of codes; ``table[j, c]`` (last column: unseen)."""
+    codes = np.minimum(as_category_codes(X), table.shape[1] - 1)
+    out = np.zeros(codes.shape[0])
+    for j in range(codes.shape[1]):
+        out += table[j, codes[:, j]]
+    return out
+
+
+class CategoricalDensity(DDRMixin, DensityMixin, BaseEstimator):
+    """A product of categorical distributions, one per feature, by (smoothed) maximum likelihood.
+
+    ``p(x) = prod_j p_j(x_j)`` with ``p_j(c) = (N_jc + alpha) / (N + alpha K_j)``: the
+    multinomial MLE for ``alpha=0``, the posterior mean under a symmetric Dirichlet(alpha)
+    prior otherwise. Features are coded ``0, 1, ..., K_j - 1``.
+
+    Parameters
+    ----------
+    alpha : float, default=0.0
+        Additive smoothing. With 0 (the MLE) a category never seen has probability 0 and
+        log-density ``-inf``.
+    min_categories : int or array-like of shape (n_features,), optional
+        ``K_j = max(max code seen + 1, min_categories)``.
+
+    Attributes
+    ----------
+    n_categories_ : ndarray of shape (n_features,)
+    category_count_ : list of ndarray of shape (n_categories_[j],)
+    feature_log_prob_ : list of ndarray of shape (n_categories_[j],)
+    n_samples_seen_ : float
+    category_counts_ : ddr.stats.CategoricalCounts
+
+    Notes
+    -----
+    Passes: ``fit`` reads the data once; ``score_samples`` once. Codes at or beyond
+    ``n_categories_[j]`` get the probability of a zero count, ``alpha / (N + alpha K_j)``;
+    negative or non-integer codes raise a ValueError. ``score`` is the mean log-likelihood.
+    """
+
+    def __init__(self, *, alpha: float = 0.0, min_categories: Any = None) -> None:
+        self.alpha = alpha
+        self.min_categories = min_categories
+
+    def fit(
+        self,
+        X: Any,
+        y: Any = None,
+        sample_weight: Any = None,
+        *,
+        sample_dim: Hashable | None = None,
+    ) -> CategoricalDensity:
+        """Category counts per feature in one pass.
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+            Non-negative integer category codes.
+        y : ignored
+        sample_weight : array-like of shape (n_samples,), optional
+
+        Returns
+        -------
+        self
+        """
+        a = self.alpha
+        if isinstance(a, bool) or not isinstance(a, Real) or not np.isfinite(a) or a < 0:
+            raise ValueError(f"alpha must be a finite float >= 0; got {a!r}")
+        rows = self._rows(X, reset=True, sample_dim=sample_dim, dtype="numeric")
+        data = rows.data
+        data = (
+            data.map_blocks(as_category_codes, dtype=np.int64)
+            if is_dask(data)
+            else as_category_codes(data)
+        )
+        stat: CategoricalCounts = compute(CategoricalCounts, data, None, sample_weight)
+        self.category_counts_ = stat
+        seen = stat.n_categories
+        if self.min_categories is None:
+            n_cat = seen.astype(np.int64)
+        else:
+            mc = np.asarray(self.min_categories)
+            if (
+                mc.dtype.kind not in "iu"
+                or mc.ndim > 1
+                or (mc.ndim == 1 and mc.shape != seen.shape)
+            ):
+                raise ValueError(
+                    "min_categories must be an int or an int array of shape "
+                    f"({seen.shape[0]},); got {self.min_categories!r}"
+                )
+            n_cat = np.maximum(seen, mc).astype(np.int64)
+        self.n_categories_ = n_cat
+        total = stat.counts.sum(axis=(0, 2))[0] if stat.counts.size else 0.0
+        if total <= 0:
+            raise ValueError("sample_weight: the weights are all zero; at least one must be > 0")
+        cc, lp, unseen = smoothed_log_probs(stat.counts, n_cat, float(a))
+        self.category_count_ = [c[0] for c in cc]
+        self.feature_log_prob_ = [p[0] for p in lp]
+        self._unseen_log_prob_ = unseen[:, 0]
+        self.n_samples_seen_ = float(total)
+        return self
+
+    def _table(self) -> np.ndarray:
+        d = self.n_features_in_
+        table = np.empty((d, int(self.n_categories_.max()) + 1))
+        for j in range(d):
+            cj = int(self.n_categories_[j])
+            table[j, :cj] = self.feature_log_prob_[j]
+            table[j, cj:] = self._unseen_log_prob_[j]
+        return table
+
+    def score_samples(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
+        """Log-probability of each row.
+
+        Returns
+        -------
+        ndarray, dask array or DataArray of shape (n_samples,)
+        """
+        check_is_fitted(self)
+        rows = self._rows(X, reset=False, sample_dim=sample_dim, dtype="numeric")
+        with np.errstate(divide="ignore"):
+            return map_rows(
+                rows, categorical_log_density, n_out=None, dtype=np.float64,
+                name="log_density", args=(self._table(),),
+            )  # fmt: skip
+
+    def score(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> float:
+        """Mean log-likelihood per sample.
+
+        Returns
+        -------
+        float
+        """
+        s = self.score_samples(X, sample_dim=sample_dim)
+        if is_xarray(s):
+            s = s.data
+        return float(s.mean().compute() if is_dask(s) else np.mean(s))
+
+    def sample(self, n_samples: int = 1, random_state: Any = None) -> np.ndarray:
+        """Draw codes, each feature independently from its fitted distribution.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_features), int64
+        """
+        check_is_fitted(self)
+        if isinstance(n_samples, bool) or not isinstance(n_samples, Integral) or n_samples < 1:
+            raise ValueError(f"n_samples must be an int >= 1; got {n_samples!r}")
+        rng = np.random.default_rng(random_state)
+        out = np.empty((n_samples, self.n_features_in_), dtype=np.int64)
+        for j, lp in enumerate(self.feature_log_prob_):
+            p = np.exp(lp)
+            out[:, j] = rng.choice(p.shape[0], size=n_samples, p=p / p.sum())
+        return out
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.categorical = True
+        tags.input_tags.positive_only = True
+        return tags
