@@ -1,0 +1,302 @@
+"""Standardisation (zero mean, unit variance per feature) from one pass of diagonal Moments.
+
+The per-feature mean and variance come from :class:`ddr.stats.Moments` in its diagonal form
+(O(d) memory, per-block float64 centring and Chan merges, so exact whatever the offset), with
+``nan_policy="omit"``: NaN entries are ignored when fitting and kept when transforming, as
+scikit-learn's ``StandardScaler`` does. ``partial_fit`` merges the moments of each batch, so
+the result does not depend on how the data was batched. Transforms are blockwise: numpy in,
+numpy out; dask in, lazy dask out; DataArray in, DataArray out with the same coordinates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any, ClassVar
+
+import dask
+import numpy as np
+from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
+from sklearn.utils import check_array
+from sklearn.utils.validation import check_is_fitted
+
+from ddr.base import FEATURE, DDRMixin, FitPlan, map_rows
+from ddr.stats import Moments, lazy
+from ddr.stats._input import as_rows, is_dask, is_xarray
+
+__all__ = ["StandardScaler"]
+
+_SPEC = Moments.spec(diagonal=True, nan_policy="omit")
+
+
+# ------------------------------------------------------------------ blockwise functions
+def _scale_block(
+    X: np.ndarray, mean: np.ndarray | None, scale: np.ndarray | None, dtype: Any
+) -> np.ndarray:
+    """``(X - mean) / scale`` in the output dtype (scikit-learn's in-place arithmetic)."""
+    out = np.array(X, dtype=dtype, copy=True)
+    if mean is not None:
+        out -= mean
+    if scale is not None:
+        out /= scale
+    return out
+
+
+def _unscale_block(
+    X: np.ndarray, mean: np.ndarray | None, scale: np.ndarray | None, dtype: Any
+) -> np.ndarray:
+    """``X * scale + mean`` in the output dtype."""
+    out = np.array(X, dtype=dtype, copy=True)
+    if scale is not None:
+        out *= scale
+    if mean is not None:
+        out += mean
+    return out
+
+
+def _is_constant_feature(var: np.ndarray, mean: np.ndarray, n: Any) -> np.ndarray:
+    """scikit-learn's test for a variance indistinguishable from 0 (Chan, Golub and LeVeque's
+    error bound of the two-pass algorithm), so near-constant features get scale 1."""
+    eps = np.finfo(np.float64).eps
+    upper = n * eps * var + (n * mean * eps) ** 2
+    return var <= upper
+
+
+class StandardScaler(DDRMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+    """Standardise features by removing the mean and scaling to unit variance.
+
+    ``z = (x - mean_) / scale_``, fitted in ONE pass over the rows.
+
+    Parameters
+    ----------
+    with_mean : bool, default=True
+        Centre the data.
+    with_std : bool, default=True
+        Scale to unit variance.
+
+    Attributes
+    ----------
+    mean_ : ndarray of shape (n_features,) or None
+        Per-feature mean (float64); None when ``with_mean=False`` and ``with_std=False``.
+    var_ : ndarray of shape (n_features,) or None
+        Per-feature variance (ddof=0, float64); None when ``with_std=False``.
+    scale_ : ndarray of shape (n_features,) or None
+        ``sqrt(var_)``, with 1 for features whose variance is 0 to round-off (as
+        scikit-learn); None when ``with_std=False``.
+    n_samples_seen_ : float, int or ndarray of shape (n_features,)
+        Samples (total weight) seen per feature, NaN entries excluded; a scalar when the same
+        for every feature.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Defined when X has string feature names.
+    moments_ : Moments
+        The diagonal moments accumulated so far (``partial_fit`` merges into them).
+
+    Notes
+    -----
+    Passes over the data: ``fit`` 1, ``partial_fit`` 1 over the batch, ``transform`` and
+    ``inverse_transform`` none (lazy for dask input). Moments are accumulated in float64;
+    transforms return the input's float dtype (float64 for integer input, which is upcast).
+    Dask input must hold whole rows in each chunk. Unlike scikit-learn, sparse input and the
+    ``copy`` parameter are not supported (outputs are always new arrays).
+    """
+
+    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
+        "mean_": (FEATURE,),
+        "var_": (FEATURE,),
+        "scale_": (FEATURE,),
+    }
+
+    def __init__(self, *, with_mean: bool = True, with_std: bool = True) -> None:
+        self.with_mean = with_mean
+        self.with_std = with_std
+
+    def _check_params(self) -> None:
+        for name in ("with_mean", "with_std"):
+            value = getattr(self, name)
+            if not isinstance(value, (bool, np.bool_)):
+                raise TypeError(f"{name} must be a bool; got {type(value).__name__} {value!r}")
+
+    # -------------------------------------------------------------------- fit
+    def fit(
+        self,
+        X: Any,
+        y: Any = None,
+        sample_weight: Any = None,
+        *,
+        sample_dim: Hashable | None = None,
+    ) -> StandardScaler:
+        """Compute the per-feature mean and variance in one pass.
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+            NaN entries are ignored.
+        y : ignored
+        sample_weight : array-like of shape (n_samples,), optional
+            Non-negative frequency weights.
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X.
+
+        Returns
+        -------
+        self
+        """
+        plan = self._fit_plan(X, y, sample_weight=sample_weight, sample_dim=sample_dim)
+        (value,) = dask.compute(plan.statistics)
+        _check_some_weight(value, sample_weight)
+        return plan.finish(value)
+
+    def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan:
+        """The fit as one lazy pass of diagonal Moments and the read-out."""
+        self._check_params()
+        rows = self._rows(X, reset=True, sample_dim=fit_params.get("sample_dim"), allow_nan=True)
+        stats = lazy(_SPEC, rows.data, sample_weight=fit_params.get("sample_weight"))
+        return FitPlan(stats, self._set)
+
+    def partial_fit(
+        self,
+        X: Any,
+        y: Any = None,
+        sample_weight: Any = None,
+        *,
+        sample_dim: Hashable | None = None,
+    ) -> StandardScaler:
+        """Merge the moments of a batch into the fitted ones (one pass over the batch).
+
+        Parameters are those of :meth:`fit`.
+        """
+        self._check_params()
+        first = not hasattr(self, "moments_")
+        rows = self._rows(X, reset=first, sample_dim=sample_dim, allow_nan=True)
+        (batch,) = dask.compute(lazy(_SPEC, rows.data, sample_weight=sample_weight))
+        _check_some_weight(batch, sample_weight)
+        return self._set(batch if first else self.moments_.merge(batch))
+
+    def _set(self, moments: Moments) -> StandardScaler:
+        self.moments_ = moments
+        count = np.asarray(moments.count, dtype=np.float64)
+        weighted = not np.allclose(count, np.round(count))
+        if not self.with_mean and not self.with_std and not weighted:
+            count = count.astype(np.int64)
+        self.n_samples_seen_ = count[0] if count.size and np.ptp(count) == 0 else count
+        seen = count > 0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(seen, moments.mean, np.nan)
+            var = np.where(
+                seen, np.maximum(moments.scatter, 0.0) / np.where(seen, count, 1), np.nan
+            )
+        if not self.with_mean and not self.with_std:
+            self.mean_, self.var_, self.scale_ = None, None, None
+            return self
+        self.mean_ = mean
+        if self.with_std:
+            self.var_ = var
+            scale = np.sqrt(var)
+            scale[_is_constant_feature(var, mean, count)] = 1.0
+            self.scale_ = scale
+        else:
+            self.var_, self.scale_ = None, None
+        return self
+
+    # -------------------------------------------------------------- transforms
+    def _params(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        mean = self.mean_ if self.with_mean else None
+        return mean, self.scale_
+
+    def transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
+        """Standardise X blockwise (lazy for dask input).
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        sample_dim : hashable, optional
+
+        Returns
+        -------
+        X_tr : same kind and shape as X
+        """
+        rows = self._rows(X, reset=False, sample_dim=sample_dim, allow_nan=True)
+        dtype = _out_dtype(rows.data.dtype)
+        return map_rows(
+            rows,
+            _scale_block,
+            n_out=self.n_features_in_,
+            dtype=dtype,
+            new_dim=rows.feature_dim,
+            new_coords=_feature_coords(rows),
+            name="standard-scale",
+            args=(*self._params(), dtype),
+        )
+
+    def fit_transform(
+        self,
+        X: Any,
+        y: Any = None,
+        sample_weight: Any = None,
+        *,
+        sample_dim: Hashable | None = None,
+    ) -> Any:
+        """Fit (one pass), then transform X (lazy for dask input)."""
+        self.fit(X, sample_weight=sample_weight, sample_dim=sample_dim)
+        return self.transform(X, sample_dim=sample_dim)
+
+    def inverse_transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
+        """Undo :meth:`transform` blockwise: ``X * scale_ + mean_``.
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        sample_dim : hashable, optional
+
+        Returns
+        -------
+        X_original : same kind and shape as X
+        """
+        check_is_fitted(self)
+        if is_dask(X) or is_xarray(X):
+            rows = as_rows(X, sample_dim=sample_dim)
+        else:
+            rows = as_rows(
+                check_array(X, dtype=[np.float64, np.float32], ensure_all_finite="allow-nan")
+            )
+        if rows.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {rows.shape[1]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input."
+            )
+        dtype = _out_dtype(rows.data.dtype)
+        return map_rows(
+            rows,
+            _unscale_block,
+            n_out=self.n_features_in_,
+            dtype=dtype,
+            new_dim=rows.feature_dim,
+            new_coords=_feature_coords(rows),
+            name="standard-unscale",
+            args=(*self._params(), dtype),
+        )
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
+
+
+def _check_some_weight(moments: Moments, sample_weight: Any) -> None:
+    if sample_weight is not None and moments.n_rows > 0 and not np.any(moments.count > 0):
+        raise ValueError(
+            "Sample weights must contain at least one non-zero number (on a row whose values "
+            "are not NaN); got sample_weight summing to 0 over the rows with values"
+        )
+
+
+def _out_dtype(dtype: Any) -> np.dtype:
+    dtype = np.dtype(dtype)
+    return dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)
+
+
+def _feature_coords(rows: Any) -> Any:
+    if rows.kind != "xarray" or rows.feature_dim not in rows.template.coords:
+        return None
+    return rows.template.coords[rows.feature_dim].values
