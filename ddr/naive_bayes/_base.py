@@ -467,7 +467,10 @@ def check_alpha(alpha: Any, force_alpha: bool, n_features: int, *, allow_array: 
     Returns a float or an array of shape (n_features,). With ``force_alpha=False`` values
     below 1e-10 are raised to 1e-10 with a warning.
     """
-    if isinstance(alpha, bool) or not (np.isscalar(alpha) or (allow_array and np.ndim(alpha) == 1)):
+    numeric = isinstance(alpha, (int, float, np.integer, np.floating)) or (
+        allow_array and np.ndim(alpha) == 1 and np.asarray(alpha).dtype.kind in "iuf"
+    )
+    if isinstance(alpha, bool) or not numeric:
         expected = "a float or an array of shape (n_features,)" if allow_array else "a float"
         raise TypeError(f"alpha must be {expected} >= 0; got {alpha!r}")
     a = np.asarray(alpha, dtype=np.float64)

@@ -96,10 +96,12 @@ class KernelNB(BaseGenerativeClassifier):
     bandwidth_scaling : {"covariance", "none"}, default="covariance"
     algorithm : {"auto", "exact", "binned"}, default="auto"
         "exact" keeps the training rows (at most ``max_exact_samples``) and sums every kernel;
-        "binned" uses a lattice of ``n_bins`` points per feature: relative density error
-        O((spacing / h)^2), below 1e-2 in the bulk for bandwidths of 5 lattice spacings or
-        more (tested against "exact"), with accurate log-densities in the tails. "auto":
-        exact for ``fit`` on at most 5000 rows, binned otherwise and for ``partial_fit``.
+        "binned" uses a lattice of ``n_bins`` points per feature (spacing at most
+        4 x range / n_bins): the relative error of each per-feature density is within
+        ``2 (spacing / h)^2`` in the bulk (tested against "exact"; 0.5% at 20 lattice
+        spacings per bandwidth), log-densities in the tails stay accurate to 1% relative.
+        "auto": exact for ``fit`` on at most 5000 rows, binned otherwise and for
+        ``partial_fit``.
     n_bins : int, default=2048
     priors : array-like of shape (n_classes,), optional
     var_smoothing : float, default=1e-9
@@ -223,7 +225,8 @@ class KernelNB(BaseGenerativeClassifier):
         self._check_params()
         algorithm = self.algorithm
         if algorithm == "auto":
-            n = np.shape(X)[0] if hasattr(X, "shape") else len(X)
+            shape = getattr(X, "shape", None)
+            n = shape[0] if shape is not None and len(shape) else np.asarray(X).shape[0]
             algorithm = "exact" if n <= AUTO_EXACT_ROWS else "binned"
         self.algorithm_ = algorithm
         return super().fit(X, y, sample_weight, sample_dim=sample_dim)
