@@ -211,7 +211,9 @@ default="linear"
         method = self.method
         if method == "auto":
             method = "exact" if n_samples <= min(m, EXACT_MAX_SAMPLES) else "nystrom"
-        if method == "nystrom" and m > n_samples:
+            # (n_landmarks > n only reaches Nystrom when n is beyond the exact limit: all rows
+            # are then the landmarks, see _n_landmarks)
+        elif method == "nystrom" and m > n_samples:
             raise ValueError(
                 f"{name}: n_landmarks={m} is larger than the number of rows ({n_samples}); "
                 f"use at most {n_samples} landmarks (n_landmarks=n_samples reproduces "
@@ -328,7 +330,8 @@ default="linear"
     def _fit_nystrom(self, rows: Any) -> None:
         spec = self._kernel_spec
         rng = np.random.default_rng(self.random_state)
-        L = select_landmarks(rows.data, self.n_landmarks, self.landmarks, rng)  # pass 1
+        m = min(self.n_landmarks, rows.shape[0])  # auto may get here with n_landmarks > n
+        L = select_landmarks(rows.data, m, self.landmarks, rng)  # pass 1
         fmap = fit_nystrom(L, spec, stacklevel=4)
         mom = compute(NystromMoments.spec(feature_map=fmap), rows.data)  # pass 2
         r = fmap.n_features_out
@@ -338,6 +341,13 @@ default="linear"
         lam = np.where(lam > max(lam.max(), 0) * r * np.finfo(float).eps, lam, 0.0)
         if self.n_components is None:
             V, lam = V[:, lam > 0], lam[lam > 0]
+        else:
+            # as exact: min(n_components, n) components, those beyond the rank r of the
+            # Nystrom features with eigenvalue 0 and zero scores
+            extra = min(self.n_components, rows.shape[0]) - k
+            if extra > 0:
+                lam = np.concatenate([lam, np.zeros(extra)])
+                V = np.hstack([V, np.zeros((r, extra))])
         coef = fmap.normalization @ V
         signs = _flip_columns(coef)
         V, coef = V * signs, coef * signs
