@@ -252,11 +252,13 @@ class Context:
         *,
         scheduler: str = "cluster",
         in_memory: bool = False,
+        children: bool | None = None,
     ) -> Row:
         """Run ``fn`` under ``scheduler`` and record a row (median of ``repeat`` runs).
 
         ``in_memory`` marks methods that work on ``ctx.numpy(name)`` (loaded beforehand,
-        not timed): their passes are reported as "in memory".
+        not timed): their passes are reported as "in memory". ``children`` includes the
+        memory of child processes (default: for cluster rows only).
         """
         label = f"{method} ({SCHEDULER_LABEL[scheduler]})"
         runs = []
@@ -264,7 +266,9 @@ class Context:
             with self._scheduler(scheduler):
                 self._reset_counters()
                 error, metrics = None, {}
-                with _PeakMemory(children=scheduler == "cluster") as mem:
+                with _PeakMemory(
+                    children=scheduler == "cluster" if children is None else children
+                ) as mem:
                     start = time.perf_counter()
                     try:
                         metrics = fn() or {}

@@ -42,6 +42,8 @@ def run(ctx: Context) -> None:
             lambda n=name: eig_err(da.cov(ctx.array(n), rowvar=False).compute()),
             scheduler="cluster",
         )
+        if name == "M":
+            memory_check(ctx, name)
         if name != "L" or "M" not in ctx.datasets:
             X = ctx.numpy(name)
             ctx.measure(
@@ -51,6 +53,30 @@ def run(ctx: Context) -> None:
                 scheduler="none",
                 in_memory=True,
             )
+
+
+def memory_check(ctx: Context, name: str) -> None:
+    """Moments on 2 workers with 1 GiB each: no spilling, no restarts (issue acceptance)."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, memory_limit="1GiB", dashboard_address=None
+        ) as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):
+        before = set(client.scheduler_info()["workers"])
+
+        def fit() -> dict:
+            import dask
+
+            with dask.config.set(scheduler=client):
+                compute(Moments, ctx.array(name))
+            spilled = client.run(lambda dask_worker: len(getattr(dask_worker.data, "slow", ())))
+            after = set(client.scheduler_info()["workers"])
+            return {"spilled_keys": sum(spilled.values()), "restarted_workers": len(before - after)}
+
+        ctx.measure("ddr Moments, 2 workers x 1 GiB", name, fit, scheduler="sync", children=True)
 
 
 def _sum(x: da.Array) -> dict:
