@@ -1,0 +1,477 @@
+"""The op registry: every ddr estimator and statistic as pipeline ops, discovered, not listed.
+
+Ops are built on first use from ``ddr._EXPORTS`` (estimator classes, imported then) and
+``ddr.stats`` (the public statistics), so an estimator that lands later is an op with no
+change here:
+
+- ``Est.fit`` (roles from ``fit``'s signature: ``X``, ``y``, ``sample_weight``, ...) gives a
+  fitted model; ``Est.fit_transform`` gives the model and the transformed data (fit, then a
+  lazy transform);
+- ``Est.transform``, ``Est.inverse_transform``, ``Est.predict``, ``Est.predict_proba``,
+  ``Est.score_samples``, ``Est.impute`` (role ``model`` plus the method's own roles) give
+  lazy arrays; ``Est.score`` gives a number;
+- ``moments``, ``class_moments``, ``categorical_counts``, ``histogram``: one statistic
+  (parameters: the statistic's options);
+- ``load``: a saved model (``with: {path: ...}``).
+
+Parameters (``with:``) are checked against the estimator's constructor before any data is
+read: unknown names, types from its annotations, and the estimator's own parameter checks.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import threading
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "APPLY_METHODS",
+    "FIT_METHODS",
+    "Op",
+    "Role",
+    "check_params",
+    "declared_width",
+    "get_op",
+    "op_names",
+    "ops",
+    "unavailable",
+]
+
+#: methods that apply a fitted model; the first gives a number, the others arrays
+APPLY_METHODS = (
+    "transform",
+    "inverse_transform",
+    "predict",
+    "predict_proba",
+    "score_samples",
+    "impute",
+    "score",
+)
+FIT_METHODS = ("fit", "fit_transform")
+#: statistics exposed as ops: op name -> class name in ddr.stats
+STATISTICS = {
+    "moments": "Moments",
+    "class_moments": "ClassMoments",
+    "categorical_counts": "CategoricalCounts",
+    "histogram": "Histogram",
+}
+#: 1-D roles (per sample); every other array role is 2-D (samples x features)
+ONE_D_ROLES = ("y", "sample_weight")
+#: read-outs of statistics that ``step.NAME`` may name (zero-argument methods or attributes)
+READOUTS = {
+    "Moments": ("count", "mean", "covariance", "variance", "std", "correlation", "total_variance"),
+    "ClassMoments": (
+        "classes",
+        "counts",
+        "priors",
+        "means",
+        "variances",
+        "covariances",
+        "pooled_covariance",
+        "within_scatter",
+        "between_scatter",
+    ),
+    "CategoricalCounts": ("classes", "counts", "class_counts"),
+    "Histogram": ("classes", "counts", "class_counts", "bin_width"),
+}
+#: classes whose ``n_components`` may not exceed min(n_samples, n_features) (per input)
+_RANK_LIMITED = ("PCA", "PPCA", "CCA")
+
+
+@dataclass(frozen=True)
+class Role:
+    """A named input of an op."""
+
+    name: str
+    required: bool
+    kind: str  # "array" or "model"
+    ndim: int | None  # 2 (rows x features), 1 (per row) or None (not checked)
+
+
+@dataclass(frozen=True)
+class Op:
+    """One op of the registry.
+
+    Attributes
+    ----------
+    name : str
+        ``"PCA.fit"``, ``"moments"``, ``"load"``, ...
+    family : {"fit", "apply", "statistic", "load"}
+    roles : tuple of Role
+    outputs : dict
+        Output name -> value kind (``"model"``, ``"array"``, ``"metric"``, ``"statistic"``);
+        the first is the primary output (what ``step`` alone refers to).
+    cls : type or None
+        The estimator (fit, apply) or statistic class.
+    method : str or None
+        The estimator method an apply op calls; ``"fit"`` or ``"fit_transform"`` for fits.
+    params : dict
+        Name -> (annotation, default) of what ``with:`` may set.
+    """
+
+    name: str
+    family: str
+    roles: tuple[Role, ...]
+    outputs: dict[str, str]
+    cls: type | None = None
+    method: str | None = None
+    params: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    doc: str = ""
+
+    @property
+    def primary(self) -> str:
+        return next(iter(self.outputs))
+
+    def role(self, name: str) -> Role | None:
+        return next((r for r in self.roles if r.name == name), None)
+
+
+_LOCK = threading.Lock()
+_OPS: dict[str, Op] | None = None
+_UNAVAILABLE: dict[str, str] = {}
+
+
+def _hints(fn: Any) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(fn)
+    except Exception:  # unresolvable annotations: no type checks for that callable
+        return {}
+
+
+def _positional(fn: Any) -> list[inspect.Parameter]:
+    sig = inspect.signature(fn)
+    return [
+        p
+        for p in list(sig.parameters.values())[1:]  # drop self
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+
+
+def _roles(cls: type, method: str, *, with_model: bool) -> tuple[Role, ...]:
+    from sklearn.base import ClassifierMixin
+
+    roles = [Role("model", True, "model", None)] if with_model else []
+    for p in _positional(getattr(cls, method)):
+        required = p.default is inspect.Parameter.empty
+        if (
+            p.name == "y"
+            and method in ("fit", "fit_transform", "score")
+            and issubclass(cls, ClassifierMixin)
+        ):
+            required = True
+        ndim = 1 if p.name in ONE_D_ROLES else 2
+        roles.append(Role(p.name, required, "array", ndim))
+    return tuple(roles)
+
+
+def _estimator_params(cls: type) -> dict[str, tuple[Any, Any]]:
+    hints = _hints(cls.__init__)
+    out = {}
+    for p in list(inspect.signature(cls.__init__).parameters.values())[1:]:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        out[p.name] = (hints.get(p.name, Any), p.default)
+    return out
+
+
+def _first_line(obj: Any) -> str:
+    doc = inspect.getdoc(obj) or ""
+    return doc.strip().splitlines()[0] if doc.strip() else ""
+
+
+def _estimator_ops(name: str, cls: type) -> list[Op]:
+    params = _estimator_params(cls)
+    doc = _first_line(cls)
+    out = [
+        Op(
+            f"{name}.fit",
+            "fit",
+            _roles(cls, "fit", with_model=False),
+            {"model": "model"},
+            cls,
+            "fit",
+            params,
+            doc,
+        )
+    ]
+    if hasattr(cls, "transform"):
+        out.append(
+            Op(
+                f"{name}.fit_transform",
+                "fit",
+                _roles(cls, "fit", with_model=False),
+                {"data": "array", "model": "model"},
+                cls,
+                "fit_transform",
+                params,
+                doc,
+            )
+        )
+    for method in APPLY_METHODS:
+        if not callable(getattr(cls, method, None)):
+            continue
+        kind = "metric" if method == "score" else "array"
+        out.append(
+            Op(
+                f"{name}.{method}",
+                "apply",
+                _roles(cls, method, with_model=True),
+                {"value" if kind == "metric" else "data": kind},
+                cls,
+                method,
+                {},
+                _first_line(getattr(cls, method)),
+            )
+        )
+    return out
+
+
+def _statistic_op(op_name: str, cls: type) -> Op:
+    sig = inspect.signature(cls.from_block)
+    hints = _hints(cls.from_block)
+    params = {
+        p.name: (hints.get(p.name, Any), p.default)
+        for p in sig.parameters.values()
+        if p.kind == p.KEYWORD_ONLY
+    }
+    roles = (
+        Role("X", True, "array", 2),
+        *([Role("y", cls.needs_labels, "array", 1)] if cls.accepts_labels else []),
+        Role("sample_weight", False, "array", 1),
+    )
+    return Op(
+        op_name, "statistic", roles, {"statistic": "statistic"}, cls, None, params, _first_line(cls)
+    )
+
+
+def _build() -> dict[str, Op]:
+    import ddr
+    import ddr.stats
+
+    ops: dict[str, Op] = {}
+    for op_name, cls_name in STATISTICS.items():
+        cls = getattr(ddr.stats, cls_name, None)
+        if cls is not None:
+            ops[op_name] = _statistic_op(op_name, cls)
+    ops["load"] = Op(
+        "load",
+        "load",
+        (),
+        {"model": "model"},
+        None,
+        None,
+        {"path": (str, inspect.Parameter.empty)},
+        "A model saved with est.save (or a pipeline's model output).",
+    )
+    for name, module in sorted(ddr._EXPORTS.items()):
+        if not module.startswith("ddr.") or module in ("ddr.stats", "ddr.io", "ddr.io.models"):
+            continue
+        try:
+            cls = getattr(importlib.import_module(module), name)
+        except Exception as exc:  # a module that does not exist yet (or is broken) is skipped
+            _UNAVAILABLE[name] = f"{type(exc).__name__}: {exc}"
+            continue
+        if not (isinstance(cls, type) and hasattr(cls, "fit") and hasattr(cls, "get_params")):
+            continue  # functions such as johnson_lindenstrauss_min_dim
+        try:
+            built = _estimator_ops(name, cls)
+        except Exception as exc:  # an estimator whose signatures cannot be read
+            _UNAVAILABLE[name] = f"{type(exc).__name__}: {exc}"
+            continue
+        for op in built:
+            ops[op.name] = op
+    return ops
+
+
+def ops() -> dict[str, Op]:
+    """All ops, by name (built on first call)."""
+    global _OPS
+    with _LOCK:
+        if _OPS is None:
+            _OPS = _build()
+        return _OPS
+
+
+def refresh() -> dict[str, Op]:
+    """Rebuild the registry (after installing or writing a new estimator in this process)."""
+    global _OPS
+    with _LOCK:
+        _OPS = None
+        _UNAVAILABLE.clear()
+    return ops()
+
+
+def unavailable() -> dict[str, str]:
+    """Exported estimators whose module could not be imported, with the reason."""
+    ops()
+    return dict(_UNAVAILABLE)
+
+
+def op_names() -> list[str]:
+    return sorted(ops())
+
+
+def describe_ops() -> str:
+    """A compact list of the valid ops, for error messages and ``ddr ops``."""
+    groups: dict[str, list[str]] = {}
+    plain = []
+    for name in sorted(ops()):
+        head, dot, tail = name.partition(".")
+        if dot:
+            groups.setdefault(head, []).append(tail)
+        else:
+            plain.append(name)
+    parts = [", ".join(plain)]
+    parts += [f"{cls}.{{{', '.join(methods)}}}" for cls, methods in sorted(groups.items())]
+    return "; ".join(parts)
+
+
+def get_op(name: str) -> Op | None:
+    return ops().get(name)
+
+
+# ---------------------------------------------------------------- parameter checks
+def _pydantic_model(op: Op) -> Any:
+    from pydantic import ConfigDict, create_model
+
+    fields = {}
+    for name, (tp, default) in op.params.items():
+        tp = Any if tp is inspect.Parameter.empty else tp
+        fields[name] = (tp, ... if default is inspect.Parameter.empty else default)
+    return create_model(
+        f"{op.name.replace('.', '_')}_params",
+        __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True),
+        **fields,
+    )
+
+
+_MODELS: dict[str, Any] = {}
+
+
+def check_params(op: Op, given: dict[str, Any]) -> list[tuple[str | None, str]]:
+    """Check ``with:`` for ``op`` without data; returns ``[(param or None, message)]``.
+
+    Unknown names, values that do not fit the annotation, missing required ones, and the
+    estimator's own checks (scikit-learn ``_parameter_constraints``, a ``_check_params()``
+    that needs no data).
+    """
+    import difflib
+
+    from pydantic import ValidationError
+
+    problems: list[tuple[str | None, str]] = []
+    valid = sorted(op.params)
+    for name in given:
+        if name not in op.params:
+            close = difflib.get_close_matches(name, valid, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            where = op.cls.__name__ if op.family == "fit" and op.cls else op.name
+            problems.append(
+                (
+                    name,
+                    f"unknown parameter {name!r} for {where}{hint}; valid parameters: "
+                    f"{', '.join(valid) or 'none'}",
+                )
+            )
+    if op.family == "apply":
+        return problems
+    known = {k: v for k, v in given.items() if k in op.params}
+    if op.name not in _MODELS:
+        try:
+            _MODELS[op.name] = _pydantic_model(op)
+        except Exception:  # annotations pydantic cannot handle: no type checks
+            _MODELS[op.name] = None
+    model = _MODELS[op.name]
+    if model is not None:
+        try:
+            model.model_validate(known)
+        except ValidationError as exc:
+            for err in exc.errors(include_url=False):
+                pname = str(err["loc"][0]) if err["loc"] else None
+                if err["type"] == "missing":
+                    problems.append((None, f"missing required parameter {pname!r}"))
+                    continue
+                msg = str(err["msg"]).replace("Input should be", "must be")
+                # union members add their own loc element; keep one message per parameter
+                if any(p == pname for p, _ in problems):
+                    continue
+                problems.append((pname, f"parameter {pname}: {msg}; got {given.get(pname)!r}"))
+    if problems or op.family != "fit" or op.cls is None:
+        return problems
+    problems += _estimator_checks(op.cls, known)
+    return problems
+
+
+def _estimator_checks(cls: type, params: dict[str, Any]) -> list[tuple[str | None, str]]:
+    try:
+        est = cls(**params)
+    except (TypeError, ValueError) as exc:
+        return [(_named_param(str(exc), params), f"{cls.__name__}: {exc}")]
+    checks = []
+    if getattr(cls, "_parameter_constraints", None):
+        checks.append(est._validate_params)
+    own = getattr(est, "_check_params", None)
+    if callable(own):
+        sig = inspect.signature(own)
+        if all(
+            p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+            for p in sig.parameters.values()
+        ):
+            checks.append(own)
+    out = []
+    for check in checks:
+        try:
+            check()
+        except (TypeError, ValueError) as exc:
+            out.append((_named_param(str(exc), params), f"{cls.__name__}: {exc}"))
+        except Exception:  # a check that needs fitted state or data: not ours to run early
+            pass
+    return out
+
+
+def _named_param(message: str, params: dict[str, Any]) -> str | None:
+    for name in params:
+        if re.search(rf"\b{re.escape(name)}\b", message):
+            return name
+    return None
+
+
+# ------------------------------------------------------------------ output widths
+def declared_width(
+    cls: type, params: dict[str, Any], n_samples: int | None, n_features: int | None
+) -> int | None:
+    """Columns of ``transform``'s output, from parameters and input metadata (None: unknown
+    before the fit)."""
+    full = {k: v[1] for k, v in _estimator_params(cls).items()}
+    full.update(params)
+    name = cls.__name__
+    if name == "StandardScaler":
+        return n_features
+    nc = full.get("n_components")
+    if isinstance(nc, bool):
+        return None
+    if isinstance(nc, int):
+        return nc
+    if name.endswith("RandomProjection") and nc == "auto" and n_samples:
+        try:
+            import ddr
+
+            eps = full.get("eps", 0.1)
+            return int(ddr.johnson_lindenstrauss_min_dim(n_samples, eps=eps))
+        except Exception:
+            return None
+    return None
+
+
+def width_limit(cls: type, n_samples: int | None, n_features: int | None) -> tuple[int, str] | None:
+    """The largest ``n_components`` the data allows, with the reason, or None."""
+    name = cls.__name__
+    if name in _RANK_LIMITED and n_samples and n_features:
+        return min(n_samples, n_features), f"min(n_samples={n_samples}, n_features={n_features})"
+    if name == "KernelPCA" and n_samples:
+        return n_samples, f"n_samples={n_samples}"
+    return None

@@ -1,0 +1,383 @@
+"""The pipeline file schema (version 1), as pydantic v2 models.
+
+A pipeline file is data, never code::
+
+    ddr: 1                      # schema version
+    name: quickstart
+    params: {data: demo.zarr, out: quickstart-output, k: 10}
+    inputs:
+      X: {path: "${params.data}", array: X}
+    steps:
+      pca: {op: PCA.fit, inputs: {X: X}, with: {n_components: "${params.k}"}}
+      scores: {op: transform, inputs: {model: pca, X: X}}
+    outputs:
+      - {kind: zarr, from: scores, path: "${params.out}/scores.zarr"}
+      - {kind: plot, plot: scree, from: pca, path: "${params.out}/scree.png"}
+    run: {if_exists: skip-if-complete, summary: "${params.out}/run-summary.json"}
+
+:func:`validate` turns pydantic's errors into ``file:line:col: message`` problems with short
+messages (unknown keys list the valid ones). :func:`json_schema` is what ``ddr schema``
+prints, for editors.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import types
+import typing
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    ValidationError,
+)
+
+from ddr.pipeline.loader import Document
+
+__all__ = [
+    "PLOTS",
+    "SCHEMA_VERSION",
+    "InputSpec",
+    "MetricsOutput",
+    "ModelOutput",
+    "Output",
+    "Pipeline",
+    "PlotOutput",
+    "RunOptions",
+    "StepSpec",
+    "ZarrOutput",
+    "json_schema",
+    "split_ref",
+    "validate",
+]
+
+SCHEMA_VERSION = 1
+IfExists = Literal["error", "overwrite", "skip-if-complete"]
+PLOTS = ("scree", "scatter", "kde", "confusion", "loglik")
+
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+_ATTR_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _check_name(value: str) -> str:
+    if not _NAME_RE.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a valid name: use letters, digits, '_' and '-', starting with a "
+            "letter or '_' (dots separate a step from one of its outputs)"
+        )
+    return value
+
+
+def _check_ref(value: str) -> str:
+    head, dot, tail = value.partition(".")
+    if not _NAME_RE.fullmatch(head) or (dot and not _ATTR_RE.fullmatch(tail)):
+        raise ValueError(
+            f"{value!r} is not a valid reference: write an input or step name (e.g. X, pca) or "
+            "step.output (e.g. pca.model, pca.components_)"
+        )
+    return value
+
+
+def split_ref(ref: str) -> tuple[str, str | None]:
+    """``"pca.components_"`` -> ``("pca", "components_")``; ``"X"`` -> ``("X", None)``."""
+    head, _, tail = ref.partition(".")
+    return head, tail or None
+
+
+Name = Annotated[str, AfterValidator(_check_name)]
+Ref = Annotated[
+    str,
+    AfterValidator(_check_ref),
+    Field(description="An input or step name, or step.output (e.g. pca.model)."),
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=False, frozen=True)
+
+
+class InputSpec(_Strict):
+    """An input array: a Zarr array, an array in a Zarr group or xarray Dataset, or a netCDF
+    variable. Opened lazily; only metadata is read before the run."""
+
+    path: str = Field(description="Zarr store or netCDF file (relative to the working dir).")
+    array: str | None = Field(
+        None, description="The array (or variable) inside a Zarr group or netCDF file."
+    )
+    dims: list[Name] | None = Field(
+        None, description="The dims the array must have, in order (checked before the run)."
+    )
+    sample_dim: Name | None = Field(
+        None, description="The dim that indexes samples (default: the first dim)."
+    )
+    chunks: dict[str, int] | None = Field(
+        None, description="Rechunk by dim name, e.g. {sample: 200000}; -1 means one chunk."
+    )
+    description: str = ""
+
+
+class StepSpec(_Strict):
+    """One step: an op from the registry, its inputs by name and its parameters."""
+
+    op: str = Field(description="An op: Estimator.fit, Estimator.fit_transform, transform, ...")
+    inputs: dict[Name, Ref] = Field(
+        default_factory=dict,
+        description="Role -> input or step name, e.g. {X: X, y: y} or {model: pca, X: X}.",
+    )
+    with_: dict[Name, Any] = Field(
+        default_factory=dict,
+        alias="with",
+        description="Parameters of the op (the estimator's constructor parameters for fits).",
+    )
+    description: str = ""
+
+
+class _OutputBase(_Strict):
+    path: str = Field(description="Where to write (relative to the working dir).")
+    if_exists: IfExists | None = Field(None, description="Overrides run.if_exists for this output.")
+    description: str = ""
+
+
+class ZarrOutput(_OutputBase):
+    """Arrays to a Zarr group (data streamed by the workers, completion marker last)."""
+
+    kind: Literal["zarr"]
+    from_: Ref | dict[Name, Ref] = Field(
+        alias="from", description="One reference, or variable name -> reference."
+    )
+    name: Name | None = Field(None, description="Variable name for a single `from`.")
+    dims: list[Name] | dict[Name, list[Name]] | None = Field(
+        None, description="New dim names (for a single `from`), or variable -> dim names."
+    )
+    coords: dict[Name, Ref] = Field(
+        default_factory=dict, description="Coordinate name -> 1-D reference along samples."
+    )
+    attrs: dict[str, Any] = Field(default_factory=dict, description="Extra group attributes.")
+
+
+class ModelOutput(_OutputBase):
+    """A fitted model, saved with est.save (Zarr group, no pickle)."""
+
+    kind: Literal["model"]
+    from_: Ref = Field(alias="from")
+
+
+class MetricsOutput(_OutputBase):
+    """Scores, statistics read-outs and small fitted attributes as JSON."""
+
+    kind: Literal["metrics"]
+    from_: Ref | list[Ref] | dict[Name, Ref] = Field(alias="from")
+
+
+class PlotOutput(_OutputBase):
+    """A PNG figure (matplotlib, the ``plot`` extra)."""
+
+    kind: Literal["plot"]
+    plot: Literal["scree", "scatter", "kde", "confusion", "loglik"]
+    from_: Ref = Field(
+        alias="from",
+        description="scree/kde/loglik: a fitted model; scatter: scores; confusion: predictions.",
+    )
+    labels: Ref | None = Field(
+        None, description="scatter: colour by these labels; confusion: the true labels."
+    )
+    max_points: PositiveInt = Field(5000, description="scatter: rows drawn (evenly sampled).")
+    components: tuple[int, int] = Field((0, 1), description="scatter: the two columns drawn.")
+    title: str | None = None
+
+
+Output = Annotated[
+    Union[ZarrOutput, ModelOutput, MetricsOutput, PlotOutput],  # noqa: UP007 (discriminator)
+    Field(discriminator="kind"),
+]
+
+
+class RunOptions(_Strict):
+    """How the pipeline runs."""
+
+    if_exists: IfExists = Field(
+        "error",
+        description="An existing output: error, overwrite, or skip-if-complete (resume).",
+    )
+    summary: str | None = Field(None, description="Write the run summary JSON here.")
+    performance_report: str | None = Field(
+        None, description="Write a dask performance report (HTML) here (distributed only)."
+    )
+    progress: bool = Field(True, description="Show a progress bar.")
+
+
+class Pipeline(_Strict):
+    """A ddr pipeline file."""
+
+    ddr: Literal[1] = Field(description="Schema version of this file (1).")
+    name: Name
+    description: str = ""
+    params: dict[Name, Any] = Field(
+        default_factory=dict,
+        description="Values used as ${params.NAME} anywhere; override with --set NAME=VALUE.",
+    )
+    inputs: dict[Name, InputSpec] = Field(min_length=1)
+    steps: dict[Name, StepSpec] = Field(default_factory=dict)
+    outputs: list[Output] = Field(min_length=1)
+    run: RunOptions = Field(default_factory=RunOptions)
+
+
+# ------------------------------------------------------------------------ validation
+def _unwrap(tp: Any) -> Any:
+    while typing.get_origin(tp) is Annotated:
+        tp = typing.get_args(tp)[0]
+    return tp
+
+
+def _pick_member(tp: Any, data: Any) -> Any:
+    """For a union, the member that validates ``data`` (by the ``kind`` tag), else the only
+    non-None member; other types are returned as they are."""
+    tp = _unwrap(tp)
+    if typing.get_origin(tp) not in (Union, types.UnionType):
+        return tp
+    members = [_unwrap(a) for a in typing.get_args(tp) if a is not type(None)]
+    models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
+    if isinstance(data, dict) and models:
+        for m in models:
+            tag = m.model_fields.get("kind")
+            if tag is not None and data.get("kind") in typing.get_args(tag.annotation):
+                return m
+    if len(members) == 1:
+        return members[0]
+    dicts = [m for m in members if typing.get_origin(m) is dict]
+    if isinstance(data, dict) and len(dicts) == 1:
+        return dicts[0]
+    return None
+
+
+def _model_at(root: type[BaseModel], loc: tuple[Any, ...], data: Any) -> type[BaseModel] | None:
+    """The model class that validates the mapping at ``loc`` (to list its valid keys)."""
+    tp: Any = root
+    for elem in data_path(data, loc):
+        tp = _pick_member(tp, data)
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            fields = {(f.alias or n): f for n, f in tp.model_fields.items()}
+            if elem not in fields:
+                return None
+            tp = fields[elem].annotation
+        elif typing.get_origin(tp) is dict:
+            tp = typing.get_args(tp)[1]
+        elif typing.get_origin(tp) is list:
+            tp = typing.get_args(tp)[0]
+        else:
+            return None
+        data = data[elem]
+    tp = _pick_member(tp, data)
+    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
+
+
+def data_path(data: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The part of a pydantic error ``loc`` that names places in the data (drops union tags
+    such as ``'plot'`` in ``('outputs', 3, 'plot', 'max_points')``)."""
+    out: list[Any] = []
+    loc = tuple(loc)
+    for i, elem in enumerate(loc):
+        if isinstance(data, dict) and elem in data:
+            nxt = loc[i + 1] if i + 1 < len(loc) else None
+            child = data[elem]
+            is_tag = (
+                nxt is not None
+                and nxt in data
+                and not (isinstance(child, dict) and nxt in child)
+                and not isinstance(child, list)
+            )
+            if is_tag:
+                continue
+            data = child
+            out.append(elem)
+        elif isinstance(data, list) and isinstance(elem, int) and 0 <= elem < len(data):
+            data = data[elem]
+            out.append(elem)
+    return tuple(out)
+
+
+def _describe(path: tuple[Any, ...]) -> str:
+    parts = []
+    for p in path:
+        parts.append(f"[{p}]" if isinstance(p, int) else ("." if parts else "") + str(p))
+    return "".join(parts) or "the top level"
+
+
+def _fmt(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _message(err: dict[str, Any], path: tuple[Any, ...], root: type[BaseModel], data: Any) -> str:
+    kind = err["type"]
+    loc = tuple(err["loc"])
+    where = _describe(path)
+    value = err.get("input")
+    if kind == "missing":
+        return f"{where}: missing required key {loc[-1]!r}"
+    if kind == "extra_forbidden":
+        model = _model_at(root, loc[:-1], data)
+        valid = sorted((f.alias or n) for n, f in model.model_fields.items()) if model else []
+        close = difflib.get_close_matches(str(loc[-1]), valid, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return f"unknown key {loc[-1]!r}{hint}" + (
+            f"; valid keys: {', '.join(valid)}" if valid else ""
+        )
+    if kind == "union_tag_invalid":
+        tags = err.get("ctx", {}).get("expected_tags", "")
+        return f"{where}: unknown kind {_fmt(err['ctx'].get('tag'))}; valid kinds: {tags}"
+    if kind == "union_tag_not_found":
+        return f"{where}: missing required key 'kind' (zarr, model, metrics or plot)"
+    if kind == "literal_error":
+        if path == ("ddr",):
+            return (
+                f"unsupported schema version ddr: {_fmt(value)}; this ddr reads version "
+                f"{SCHEMA_VERSION} (write `ddr: {SCHEMA_VERSION}`)"
+            )
+        return f"{where}: expected {err['ctx']['expected']}; got {_fmt(value)}"
+    if kind in ("value_error", "assertion_error"):
+        msg = str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        return f"{where}: {msg}"
+    if kind == "too_short" and isinstance(value, (dict, list)) and not value:
+        return f"{where}: must not be empty"
+    msg = str(err["msg"]).replace("Input should be", "must be")
+    msg = msg.replace(", unable to interpret input", "")
+    return f"{where}: {msg}; got {_fmt(value)}"
+
+
+def validate(doc: Document, model: type[BaseModel] = Pipeline) -> BaseModel | None:
+    """Validate ``doc.data`` against ``model``; problems are added to ``doc.problems``.
+
+    Returns the model instance, or None when the document is invalid.
+    """
+    try:
+        return model.model_validate(doc.data)
+    except ValidationError as exc:
+        seen: set[tuple[Any, ...]] = set()
+        for err in exc.errors(include_url=False):
+            loc = tuple(err["loc"])
+            path = data_path(doc.data, loc)
+            key = (path, err["type"], str(err["msg"]))
+            if key in seen:
+                continue
+            seen.add(key)
+            on_key = err["type"] == "extra_forbidden"
+            doc.problem(path, _message(err, path, model, doc.data), key=on_key)
+        return None
+
+
+def json_schema(ops: list[str] | None = None) -> dict[str, Any]:
+    """The JSON Schema of pipeline files (``ddr schema``), with the known ops listed."""
+    schema = Pipeline.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://ddr.invalid/schema/pipeline-v1.json"
+    schema["title"] = "ddr pipeline (schema version 1)"
+    if ops:
+        step = schema["$defs"]["StepSpec"]["properties"]["op"]
+        step["enum"] = sorted(ops)
+    return schema
