@@ -208,13 +208,14 @@ def _pass(
     """One read of the data: the merged CentredProduct for basis ``V``."""
     try:
         if not rows.is_lazy:
-            spec = CentredProduct.spec(basis=V, center=center)
+            spec = CentredProduct.spec(basis=V, center=center, diagonal=center is None)
             return stats_compute(spec, rows.data, split_every=split_every)
         # The basis (and mean) go into the graph once as their own keys, not into every task:
         # with d = 100 000 columns V alone is 16 MB.
         Vd = dask.delayed(V, pure=True)
         cd = None if center is None else dask.delayed(center, pure=True)
-        spec = CentredProduct.spec(basis=Vd, center=cd)
+        # the trace is needed once: later passes (with a centre) skip the diagonal
+        spec = CentredProduct.spec(basis=Vd, center=cd, diagonal=center is None)
         (stat,) = dask.compute(stats_lazy(spec, rows.data, split_every=split_every))
         return stat
     except ValueError as exc:
