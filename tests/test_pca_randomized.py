@@ -11,6 +11,7 @@ from sklearn.datasets import load_digits
 from sklearn.decomposition import PCA as SkPCA
 
 from ddr.decomposition.pca import PCA
+from ddr.linalg.randomized import lazy_pass
 from ddr.stats import compute, statistic_from_dict
 from ddr.stats.sketch import CentredProduct
 from ddr.testing import counting_dask_array
@@ -63,12 +64,35 @@ def test_centred_product_matches_definition_and_merges_in_any_tree(rng):
     weighted = CentredProduct.from_block(X, basis=V, sample_weight=w)
     repeated = CentredProduct.from_block(np.repeat(X, w, axis=0), basis=V)
     np.testing.assert_allclose(weighted.product, repeated.product, rtol=1e-8, atol=1e-6)
+    light = CentredProduct.from_block(X, basis=V, center=whole.mean, diagonal=False)
+    np.testing.assert_allclose(light.product, whole.product, rtol=1e-10, atol=1e-6)
+    assert light.sq.size == 0 and light.merge(whole).sq.size == 0
+    with pytest.raises(ValueError, match="total_variance needs the diagonal"):
+        light.total_variance()
+    assert whole.total_variance(ddof=1) == pytest.approx(X.var(axis=0, ddof=1).sum(), rel=1e-9)
     back = statistic_from_dict(whole.to_dict())
     np.testing.assert_array_equal(back.product, whole.product)
     with pytest.raises(ValueError, match=r"basis must have shape \(n_features=7, n_basis\)"):
         CentredProduct.from_block(X, basis=V[:5])
     with pytest.raises(ValueError, match="both must use the same basis"):
         whole.merge(CentredProduct.from_block(X, basis=V[:, :2]))
+
+
+def test_basis_is_one_graph_key_not_embedded_in_every_task():
+    """A 16 MB basis (d = 100 000) must reach each worker once, not once per block task."""
+    from dask.core import get_dependencies
+
+    X = da.zeros((100, 500), chunks=(10, -1))
+    V = np.ones((500, 3))
+    pass_ = lazy_pass(X, V, None)
+    graph = dict(pass_.__dask_graph__())
+    values = {k: getattr(v, "value", v) for k, v in graph.items()}  # unwrap dask DataNodes
+    basis_keys = [k for k, v in values.items() if isinstance(v, np.ndarray) and v.shape == V.shape]
+    assert len(basis_keys) == 1
+    blocks = [k for k in graph if isinstance(k, tuple) and str(k[0]).startswith("ddr-stats-block")]
+    assert len(blocks) == 10
+    for key in blocks:
+        assert basis_keys[0] in get_dependencies(graph, key)
 
 
 # --------------------------------------------------------------------------------- passes

@@ -38,7 +38,13 @@ from ddr.stats.engine import compute as stats_compute
 from ddr.stats.engine import lazy as stats_lazy
 from ddr.stats.sketch import CentredProduct
 
-__all__ = ["RandomizedEigh", "nystrom_eigh", "orthonormalize", "randomized_scatter_eigh"]
+__all__ = [
+    "RandomizedEigh",
+    "lazy_pass",
+    "nystrom_eigh",
+    "orthonormalize",
+    "randomized_scatter_eigh",
+]
 
 
 def orthonormalize(Z: np.ndarray) -> np.ndarray:
@@ -210,16 +216,26 @@ def _pass(
         if not rows.is_lazy:
             spec = CentredProduct.spec(basis=V, center=center, diagonal=center is None)
             return stats_compute(spec, rows.data, split_every=split_every)
-        # The basis (and mean) go into the graph once as their own keys, not into every task:
-        # with d = 100 000 columns V alone is 16 MB.
-        Vd = dask.delayed(V, pure=True)
-        cd = None if center is None else dask.delayed(center, pure=True)
-        # the trace is needed once: later passes (with a centre) skip the diagonal
-        spec = CentredProduct.spec(basis=Vd, center=cd, diagonal=center is None)
-        (stat,) = dask.compute(stats_lazy(spec, rows.data, split_every=split_every))
+        (stat,) = dask.compute(lazy_pass(rows.data, V, center, split_every))
         return stat
     except ValueError as exc:
         if on_error is None:
             raise
         on_error(exc)
         raise
+
+
+def lazy_pass(
+    X: Any, V: np.ndarray, center: np.ndarray | None, split_every: int | None = None
+) -> Any:
+    """The merged :class:`CentredProduct` of the dask array ``X`` for basis ``V``, as a Delayed.
+
+    The basis (and the centre) enter the graph once, as their own keys that every block task
+    depends on, instead of being embedded in every task: with d = 100 000 columns ``V`` alone
+    is 16 MB, and a distributed scheduler then ships it once per worker. The trace is needed
+    once: passes with a centre skip the diagonal.
+    """
+    Vd = dask.delayed(V, pure=True)
+    cd = None if center is None else dask.delayed(center, pure=True)
+    spec = CentredProduct.spec(basis=Vd, center=cd, diagonal=center is None)
+    return stats_lazy(spec, X, split_every=split_every)
