@@ -29,6 +29,7 @@ from collections.abc import Hashable
 from numbers import Integral
 from typing import Any, ClassVar
 
+import dask
 import numpy as np
 from scipy import linalg
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
@@ -38,6 +39,7 @@ from ddr.base import FEATURE, DDRMixin, map_rows
 from ddr.linalg.kernels import KernelSpec, make_kernel, pairwise_kernel
 from ddr.linalg.nystrom import (
     LANDMARK_METHODS,
+    NystromMap,
     NystromMoments,
     clip_psd_eigenvalues,
     fit_nystrom,
@@ -67,11 +69,29 @@ def _flip_columns(U: np.ndarray) -> np.ndarray:
     return signs
 
 
-def _preimage(
-    Z: np.ndarray, fit_scores: np.ndarray, dual_coef: np.ndarray, kernel: KernelSpec
-) -> np.ndarray:
+def _preimage(Z: np.ndarray, packed: tuple) -> np.ndarray:
     """Kernel ridge prediction ``k(Z, Z_fit) @ dual_coef`` for one block of scores."""
+    fit_scores, dual_coef, kernel = packed
     return kernel_scores(Z, fit_scores, dual_coef, None, kernel)
+
+
+def _packed_scores(X: np.ndarray, packed: tuple) -> np.ndarray:
+    """:func:`~ddr.linalg.nystrom.kernel_scores` with its fitted arrays in one argument."""
+    return kernel_scores(X, *packed)
+
+
+def _ship(value: Any, rows: Any) -> Any:
+    """Fitted arrays for the tasks of a dask graph: above 1 MiB, one ``Delayed`` (one key
+    that every block task depends on) instead of a copy embedded in each task."""
+    if not rows.is_lazy:
+        return value
+    items = value if isinstance(value, tuple) else (value,)
+    size = sum(getattr(v, "nbytes", 0) for v in items)
+    if isinstance(value, NystromMap):
+        size = value.landmarks.nbytes + value.normalization.nbytes
+    if size <= 2**20:
+        return value
+    return dask.delayed(value, pure=True, traverse=False)
 
 
 class KernelPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -333,7 +353,9 @@ default="linear"
         m = min(self.n_landmarks, rows.shape[0])  # auto may get here with n_landmarks > n
         L = select_landmarks(rows.data, m, self.landmarks, rng)  # pass 1
         fmap = fit_nystrom(L, spec, stacklevel=4)
-        mom = compute(NystromMoments.spec(feature_map=fmap), rows.data)  # pass 2
+        # pass 2; the map (m x d landmarks, m x r normalisation) is one key of the graph,
+        # not a copy in every block task
+        mom = compute(NystromMoments.spec(feature_map=_ship(fmap, rows)), rows.data)
         r = fmap.n_features_out
         k = r if self.n_components is None else min(r, self.n_components)
         lam, V = linalg.eigh(mom.scatter, subset_by_index=(r - k, r - 1))
@@ -412,17 +434,22 @@ default="linear"
         rows = self._rows(X, reset=False, sample_dim=sample_dim)
         return map_rows(
             rows,
-            kernel_scores,
+            _packed_scores,
             n_out=self.n_components_,
             dtype=np.float64,
             new_dim="component",
             name="kernel_pca_transform",
             args=(
-                self._centres(),
-                self.projection_,
-                self.projection_offset_,
-                self._spec(),
-                self.projection_row_mean_,
+                _ship(
+                    (
+                        self._centres(),
+                        self.projection_,
+                        self.projection_offset_,
+                        self._spec(),
+                        self.projection_row_mean_,
+                    ),
+                    rows,
+                ),
             ),
         )
 
@@ -472,7 +499,7 @@ default="linear"
             new_dim=fdim,
             new_coords=getattr(self, "feature_coords_", None),
             name="kernel_pca_preimage",
-            args=(self.X_transformed_fit_, self.dual_coef_, self._spec()),
+            args=(_ship((self.X_transformed_fit_, self.dual_coef_, self._spec()), rows),),
         )
 
     def __sklearn_tags__(self):
