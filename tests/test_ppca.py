@@ -137,9 +137,16 @@ def test_missing_rows_use_their_observed_entries_only(rng):
     np.testing.assert_allclose(cov[0], np.eye(2), atol=1e-12)
 
 
-def test_ppca_sums_against_brute_force_and_merge(rng):
+@pytest.mark.parametrize("patterns", ["random", "shared"])
+def test_ppca_sums_against_brute_force_and_merge(rng, patterns):
+    """The sums equal a row-by-row computation, for random missingness and for rows sharing
+    a few patterns (where each pattern's q x q system is solved once)."""
     X, _ = low_rank(rng, n=300, d=6, q=2)
-    Xm, _ = with_missing(rng, X, 0.25)
+    if patterns == "random":
+        Xm, _ = with_missing(rng, X, 0.25)
+    else:
+        masks = rng.random((3, 6)) < 0.4
+        Xm = np.where(masks[rng.integers(0, 3, 300)], np.nan, X)
     Xm[:40] = X[:40]  # complete rows take the shared path
     p = PPCAParams(rng.standard_normal((6, 2)), rng.standard_normal(6), 0.7)
     s = PPCASums.from_block(Xm, params=p)
