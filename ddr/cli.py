@@ -199,9 +199,10 @@ def format_plan(plan: Any) -> str:
         dims = ", ".join(f"{d}: {s}" for d, s in zip(inp.meta.dims, inp.meta.shape, strict=True))
         where = f"{_rel(inp.path)}" + (f" [{inp.spec.array}]" if inp.spec.array else "")
         nrow = len(inp.array.data.chunks[0]) if hasattr(inp.array.data, "chunks") else 1
+        label = next(k for k, v in plan.stored_arrays().items() if name in v)
         lines.append(
             f"  {name}: {where} ({dims}) {inp.meta.dtype}, {nrow} row chunks; "
-            f"passes: {passes[name]}"
+            f"passes: {passes[label]}{' (shared: ' + label + ')' if label != name else ''}"
         )
     lines.append("steps:")
     for sid, step in plan.steps.items():

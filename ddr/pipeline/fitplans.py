@@ -68,8 +68,8 @@ def fit_plan(est: Any, args: dict[str, Any]) -> FitPlan | None:
     kwargs = call_kwargs(est.fit, args)
     own = getattr(est, "_fit_plan", None)
     if own is not None:
-        X = kwargs.pop("X")
-        plan = own(X, **kwargs)
+        rest = dict(kwargs)
+        plan = own(rest.pop("X"), **rest)
         if plan is not None:
             return plan
     if _is_generative(est):
@@ -104,6 +104,9 @@ def _generative_plan(est: Any, kwargs: dict[str, Any]) -> FitPlan:
     statistics = lazy(list(specs.values()), data, y, sample_weight)
 
     def finish(value: Any) -> Any:
+        # a single statistic arrives when a single-form request of the same spec shares the
+        # dask key (ddr.stats.engine's final key does not include the form)
+        value = value if isinstance(value, tuple) else (value,)
         stats = dict(zip(specs, value, strict=True))
         counts = est._class_counts(stats)
         name = type(est).__name__

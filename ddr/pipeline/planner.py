@@ -134,13 +134,22 @@ class Plan:
     phases: list[Phase]
     resolved: dict[str, Any]
 
+    def stored_arrays(self) -> dict[str, list[str]]:
+        """Label -> input names, grouping inputs that are the same stored array (e.g. two
+        column selections of one Zarr array): a read of one is a read of the others."""
+        groups: dict[tuple[str, str], list[str]] = {}
+        for name, inp in self.inputs.items():
+            groups.setdefault((inp.path, inp.spec.array or ""), []).append(name)
+        return {", ".join(names): names for names in groups.values()}
+
     def passes(self) -> dict[str, str]:
-        """Planned passes over each input: ``"1"``, or ``"2+"`` when a multi-pass fit reads it."""
+        """Planned passes over each stored array: ``"1"``, or ``"2+"`` when a multi-pass fit
+        reads it (its own passes are known only when it runs)."""
         out = {}
-        for name in self.inputs:
-            n = sum(p.reads.get(name, 0) for p in self.phases)
-            multi = any(p.kind == "fit" and name in p.reads for p in self.phases)
-            out[name] = f"{n}+" if multi else str(n)
+        for label, names in self.stored_arrays().items():
+            n = sum(1 for p in self.phases if any(name in p.reads for name in names))
+            multi = any(p.kind == "fit" and any(nm in p.reads for nm in names) for p in self.phases)
+            out[label] = f"{n}+" if multi else str(n)
         return out
 
     def ref_meta(self, ref: str) -> ValueMeta | None:
@@ -289,6 +298,26 @@ class _Planner:
         counted = _counted(arr, path, spec.array)
         if counted is not None:
             arr, root, stored = counted
+        if spec.isel:
+            unknown = sorted(set(spec.isel) - {str(d) for d in arr.dims})
+            if unknown:
+                self.problem(
+                    (*where, "isel"),
+                    f"input {name}: isel names dims {unknown} that it does not have (dims "
+                    f"{list(map(str, arr.dims))})",
+                )
+                return
+            try:
+                arr = arr.isel(spec.selection())
+            except (IndexError, ValueError) as exc:
+                self.problem((*where, "isel"), f"input {name}: isel {spec.isel}: {exc}")
+                return
+            if 0 in arr.shape:
+                self.problem(
+                    (*where, "isel"),
+                    f"input {name}: isel {spec.isel} selects nothing (shape {tuple(arr.shape)})",
+                )
+                return
         if spec.chunks:
             unknown = sorted(set(spec.chunks) - {str(d) for d in arr.dims})
             if unknown:
@@ -312,6 +341,7 @@ class _Planner:
             {
                 "path": path,
                 "array": spec.array,
+                "isel": spec.isel,
                 "meta": desc,
                 "store": _metadata_fingerprint(path, spec.array),
             }
@@ -624,6 +654,8 @@ class _Planner:
             shape, dims = (n, None), (sdim, "class")
         dtype = None if method == "predict" else np.dtype("float64")
         step.outputs = {"data": ValueMeta("array", shape, dims, dtype, reads)}
+        if "y_data" in op.outputs and "y" in metas:
+            step.outputs["y_data"] = ValueMeta("array", shape, dims, dtype, reads)
 
     def _load_meta(self, step: StepPlan) -> ValueMeta | None:
         import zarr

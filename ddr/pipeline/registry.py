@@ -59,8 +59,6 @@ STATISTICS = {
     "categorical_counts": "CategoricalCounts",
     "histogram": "Histogram",
 }
-#: 1-D roles (per sample); every other array role is 2-D (samples x features)
-ONE_D_ROLES = ("y", "sample_weight")
 #: read-outs of statistics that ``step.NAME`` may name (zero-argument methods or attributes)
 READOUTS = {
     "Moments": ("count", "mean", "covariance", "variance", "std", "correlation", "total_variance"),
@@ -154,16 +152,18 @@ def _positional(fn: Any) -> list[inspect.Parameter]:
 def _roles(cls: type, method: str, *, with_model: bool) -> tuple[Role, ...]:
     from sklearn.base import ClassifierMixin
 
+    classifier = issubclass(cls, ClassifierMixin)
     roles = [Role("model", True, "model", None)] if with_model else []
     for p in _positional(getattr(cls, method)):
         required = p.default is inspect.Parameter.empty
-        if (
-            p.name == "y"
-            and method in ("fit", "fit_transform", "score")
-            and issubclass(cls, ClassifierMixin)
-        ):
+        if p.name == "y" and method in ("fit", "fit_transform", "score") and classifier:
             required = True
-        ndim = 1 if p.name in ONE_D_ROLES else 2
+        if p.name == "sample_weight" or (p.name == "y" and classifier):
+            ndim: int | None = 1
+        elif p.name == "y":
+            ndim = None  # ignored (PCA), or a second view of any width (CCA)
+        else:
+            ndim = 2
         roles.append(Role(p.name, required, "array", ndim))
     return tuple(roles)
 
@@ -215,12 +215,16 @@ def _estimator_ops(name: str, cls: type) -> list[Op]:
         if not callable(getattr(cls, method, None)):
             continue
         kind = "metric" if method == "score" else "array"
+        roles = _roles(cls, method, with_model=True)
+        outputs = {"value" if kind == "metric" else "data": kind}
+        if method == "transform" and any(r.name == "y" for r in roles):
+            outputs["y_data"] = "array"  # the second view's scores (CCA), when y is given
         out.append(
             Op(
                 f"{name}.{method}",
                 "apply",
-                _roles(cls, method, with_model=True),
-                {"value" if kind == "metric" else "data": kind},
+                roles,
+                outputs,
                 cls,
                 method,
                 {},

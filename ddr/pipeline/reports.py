@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "confusion_counts",
+    "confusion_blocks",
+    "merge_confusion",
     "plot",
     "read_fingerprint",
     "sample_rows",
@@ -121,19 +122,36 @@ def sample_rows(arr: Any, max_points: int) -> Any:
     return arr[idx]
 
 
-def confusion_counts(pred: Any, truth: Any) -> Any:
-    """A lazy ``(labels, counts)`` pair: the sorted union of labels and counts[true, pred]."""
-    import dask
+def confusion_blocks(pred: Any, truth: Any) -> Any:
+    """A lazy object array with one ``{(true, predicted): count}`` dict per row block.
+
+    An array (not a Delayed) so that it is optimized together with the other arrays of the
+    same compute, and shares their reads of the input.
+    """
     import dask.array as da
 
     pred = pred if isinstance(pred, da.Array) else da.asarray(pred)
     truth = truth if isinstance(truth, da.Array) else da.asarray(truth)
     truth = truth.rechunk(pred.chunks)
-    blocks = [
-        dask.delayed(_pair_counts)(p, t)
-        for p, t in zip(pred.to_delayed().ravel(), truth.to_delayed().ravel(), strict=True)
-    ]
-    return dask.delayed(_merge_counts)(blocks)
+    return da.map_blocks(
+        _pair_counts_block,
+        pred,
+        truth,
+        dtype=object,
+        chunks=((1,) * pred.numblocks[0],),
+        meta=np.empty((0,), dtype=object),
+    )
+
+
+def _pair_counts_block(pred: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    out = np.empty(1, dtype=object)
+    out[0] = _pair_counts(pred, truth)
+    return out
+
+
+def merge_confusion(parts: Any) -> tuple[list[str], np.ndarray]:
+    """Labels and counts[true, predicted] from the per-block dicts."""
+    return _merge_counts(list(np.asarray(parts, dtype=object).ravel()))
 
 
 def _pair_counts(pred: np.ndarray, truth: np.ndarray) -> dict[tuple[Any, Any], int]:

@@ -110,7 +110,7 @@ class RunSummary:
             lines.append(f"  {'step':<{w}}  {'op':<{wo}}  {'seconds':>8}  action / passes")
             for s in self.steps:
                 passes = _fmt_passes(s.passes)
-                extra = f"; shared with {', '.join(s.shared_with)}" if s.shared_with else ""
+                extra = f" (one pass for {len(s.shared_with) + 1} steps)" if s.shared_with else ""
                 note = f" ({s.note})" if s.note else ""
                 lines.append(
                     f"  {s.id:<{w}}  {s.op:<{wo}}  {s.seconds:8.2f}  {s.action}{note}"
@@ -223,14 +223,16 @@ class _Runner:
         return total
 
     def _passes(self, before: dict[str, int], after: dict[str, int]) -> dict[str, float]:
+        """Measured passes between two counter snapshots, per stored array."""
         out = {}
-        for name, inp in self.plan.inputs.items():
+        for label, names in self.plan.stored_arrays().items():
+            inp = self.plan.inputs[names[0]]
             if inp.store_root is None or not inp.stored_bytes:
                 continue
             key = count_key(inp.store_root, inp.spec.array or "")
             delta = after.get(key, 0) - before.get(key, 0)
             if delta:
-                out[name] = round(delta / inp.stored_bytes, 3)
+                out[label] = round(delta / inp.stored_bytes, 3)
         return out
 
     # -------------------------------------------------------------- compute
@@ -372,7 +374,10 @@ class _Runner:
             else:
                 args = self._args(step)
                 out = call(args["model"], step.op.method, args)
-                self.values[sid] = {step.op.primary: out}
+                if isinstance(out, tuple):  # (x_scores, y_scores) of a two-view transform
+                    self.values[sid] = {"data": out[0], "y_data": out[1]}
+                else:
+                    self.values[sid] = {step.op.primary: out}
                 res.action = "lazy"
         except RunError:
             raise
@@ -406,7 +411,9 @@ class _Runner:
                     y, w = args.get("y"), args.get("sample_weight")
                     y = _along(y, sdim)
                     w = _along(w, sdim)
-                    plans[sid] = (lazy(spec, X, y, w, sample_dim=sdim), None)
+                    # the list form, as the generative classifiers use: equal specs of the
+                    # same input then share one key (computed once)
+                    plans[sid] = (lazy([spec], X, y, w, sample_dim=sdim), None)
                     continue
                 est = self._new(step)
                 plan = fit_plan(est, args)
@@ -430,7 +437,7 @@ class _Runner:
             step = self.plan.steps[sid]
             try:
                 if finish is None:
-                    self.values[sid] = {"statistic": value}
+                    self.values[sid] = {"statistic": _single(value)}
                 else:
                     self._store_fit(step, finish(value))
             except Exception as exc:
@@ -440,11 +447,7 @@ class _Runner:
         seconds = round(time.perf_counter() - start, 3)
         for sid in plans:
             res = self.step_results[sid]
-            res.action = (
-                "fit (one shared pass)"
-                if self.plan.steps[sid].op.family == "fit"
-                else "computed (one shared pass)"
-            )
+            res.action = "fit" if self.plan.steps[sid].op.family == "fit" else "computed"
             res.seconds = seconds
             res.shared_with = [s for s in plans if s != sid]
         for sid in alone:
@@ -555,7 +558,7 @@ class _Runner:
             elif out.kind == "plot":
                 self._write_plot(out, {})
             else:
-                pending = self._zarr_pending(out)
+                pending, _ = self._zarr_pending(out)
                 self._compute([pending.delayed])
                 pending.finalize()
         except RunError:
@@ -603,7 +606,9 @@ class _Runner:
         _prepare_file(out)
         plot(spec.plot, out.path, out.fingerprint, spec.title, **data)
 
-    def _zarr_pending(self, out: OutputPlan) -> Any:
+    def _zarr_pending(self, out: OutputPlan) -> tuple[Any, Any]:
+        """Write the metadata of a Zarr output (``ddr.io.write_zarr(compute=False)``); return
+        the pending output and the dataset whose lazy variables are still to be written."""
         import xarray as xr
 
         from ddr.io import write_zarr
@@ -637,9 +642,10 @@ class _Runner:
                     f"output {_rel(out.path)}",
                 )
             ds = ds.assign_coords({cname: (sdim, arr.data)})
+        ds = _regular_chunks(ds)
         attrs = dict(spec.attrs)
         attrs.setdefault("title", f"{self.plan.pipeline.name}: {', '.join(out.refs.values())}")
-        return write_zarr(
+        pending = write_zarr(
             ds,
             out.path,
             if_exists=self._if_exists(out),
@@ -649,6 +655,7 @@ class _Runner:
             provenance=self._provenance(out),
             compute=False,
         )
+        return pending, ds
 
     def _feature_dim(self, ref: str) -> str:
         step = self.plan.steps.get(split_ref(ref)[0])
@@ -660,19 +667,37 @@ class _Runner:
         return "feature"
 
     def _stream(self, indices: list[int], index: int) -> None:
-        from ddr.pipeline.reports import confusion_counts, sample_rows
+        """Write every output that needs data in ONE compute.
+
+        Each Zarr output's metadata is written by :func:`ddr.io.write_zarr` (``compute=False``);
+        its lazy variables are then stored chunk by chunk into the arrays it created, all
+        outputs together with one ``da.store`` and the plot data in the same ``compute``, so
+        an input read by several outputs is read once (separate ``write_zarr`` graphs would
+        each read it). Variables that cannot be stored raw (a CF encoding changes values)
+        fall back to the pending output's own graph.
+        """
+        import dask.array as da
+
+        from ddr.pipeline.reports import confusion_blocks, merge_confusion, sample_rows
 
         before = self._counts()
         start = time.perf_counter()
+        sources: list[Any] = []
+        targets: list[Any] = []
         items: list[Any] = []
         slots: list[tuple[OutputPlan, str, Any]] = []
         for i in indices:
             out = self.plan.outputs[i]
             try:
                 if out.kind == "zarr":
-                    pending = self._zarr_pending(out)
+                    pending, ds = self._zarr_pending(out)
+                    raw = _raw_writes(pending.path, ds)
+                    if raw is None:
+                        items.append(pending.delayed)
+                    else:
+                        sources.extend(src for src, _ in raw)
+                        targets.extend(tgt for _, tgt in raw)
                     slots.append((out, "zarr", pending))
-                    items.append(pending.delayed)
                 elif out.kind == "plot":
                     spec: PlotOutput = out.spec  # type: ignore[assignment]
                     src = _data(self.value(spec.from_))
@@ -684,7 +709,7 @@ class _Runner:
                             lazy["labels"] = sample_rows(labels, spec.max_points)
                         meta = {"n_total": int(src.shape[0]), "components": (0, 1)}
                     else:  # confusion
-                        lazy = {"confusion": confusion_counts(src, labels)}
+                        lazy = {"confusion": confusion_blocks(src, labels)}
                         meta = {}
                     slots.append((out, "plot", (list(lazy), meta)))
                     items.extend(lazy.values())
@@ -694,23 +719,28 @@ class _Runner:
                 raise
             except Exception as exc:
                 raise RunError(f"{type(exc).__name__}: {exc}", f"output {_rel(out.path)}") from exc
+        stores: list[Any] = []
+        if sources:
+            stored = da.store(sources, targets, lock=False, compute=False)
+            stores = list(stored) if isinstance(stored, tuple) else [stored]
         try:
-            values = self._compute(items)
+            values = self._compute([*stores, *items])[len(stores) :]
         except Exception as exc:
-            raise RunError(
-                f"{type(exc).__name__}: {exc}",
-                "writing " + ", ".join(_rel(self.plan.outputs[i].path) for i in indices),
-            ) from exc
+            names = ", ".join(_rel(self.plan.outputs[i].path) for i in indices)
+            raise RunError(f"{type(exc).__name__}: {exc}", f"writing {names}") from exc
         pos = 0
         for out, kind, payload in slots:
             try:
                 if kind == "zarr":
-                    pos += 1
+                    if payload.delayed is not None and any(d is payload.delayed for d in items):
+                        pos += 1
                     payload.finalize()
                 else:
                     names, meta = payload
                     computed = dict(zip(names, values[pos : pos + len(names)], strict=True))
                     pos += len(names)
+                    if "confusion" in computed:
+                        computed["confusion"] = merge_confusion(computed["confusion"])
                     self._write_plot(out, {**computed, **meta})
             except Exception as exc:
                 raise RunError(f"{type(exc).__name__}: {exc}", f"output {_rel(out.path)}") from exc
@@ -724,6 +754,72 @@ class _Runner:
 
 
 # ------------------------------------------------------------------------ helpers
+def _regular_chunks(ds: Any) -> Any:
+    """Dask variables rechunked so every chunk but the last has the size of the first (what
+    ``ddr.io.write_zarr`` also does), so each dask chunk is exactly one Zarr chunk."""
+    import dask.array as da
+
+    out = {}
+    for name, var in ds.variables.items():
+        data = var.data
+        if isinstance(data, da.Array) and not any(np.isnan(c) for cs in data.chunks for c in cs):
+            target = tuple(max(c) if c else 1 for c in data.chunks)
+            regular = all(
+                all(x == t for x in c[:-1]) and (not c or c[-1] <= t)
+                for c, t in zip(data.chunks, target, strict=True)
+            )
+            if not regular:
+                out[name] = var.copy(data=data.rechunk(target))
+    return ds.assign(out) if out else ds
+
+
+def _raw_writes(path: Path, ds: Any) -> list[tuple[Any, Any]] | None:
+    """``(dask source, zarr target)`` for every lazy variable of ``ds`` that can be stored
+    as it is into the arrays ``write_zarr`` created at ``path`` (same dtype, one dask chunk
+    per Zarr chunk, no CF encoding); None if any cannot (then xarray's graph writes them)."""
+    import dask.array as da
+    import zarr
+
+    pairs = []
+    for name, var in ds.variables.items():
+        data = var.data
+        if not isinstance(data, da.Array):
+            continue
+        enc = var.encoding
+        if any(k in enc for k in ("scale_factor", "add_offset", "units", "calendar")):
+            return None
+        if data.dtype.kind not in "biufU" and data.dtype.kind != "O":
+            return None
+        if any(np.isnan(c) for cs in data.chunks for c in cs):
+            return None
+        try:
+            target = zarr.open_array(
+                store=str(path), path=str(name), mode="r+", config={"write_empty_chunks": True}
+            )
+        except Exception:
+            return None
+        if data.dtype.kind in "UO":
+            if target.dtype.kind not in "OUT" and "str" not in str(target.dtype).lower():
+                return None
+            data = data.astype(object)
+        elif np.dtype(target.dtype) != data.dtype:
+            return None
+        if tuple(target.chunks) != tuple(c[0] for c in data.chunks) or target.shape != data.shape:
+            return None
+        pairs.append((data, target))
+    return pairs
+
+
+def _single(value: Any) -> Any:
+    """The statistic of a one-element list-form result (``ddr.stats.lazy([spec], ...)``).
+
+    A single-form request of the same spec on the same data has the same dask key in
+    ``ddr.stats.engine`` (its final key does not include the form), so either form may
+    arrive; both are accepted.
+    """
+    return value[0] if isinstance(value, tuple) else value
+
+
 def _data(value: Any) -> Any:
     return value.data if hasattr(value, "dims") and hasattr(value, "data") else value
 

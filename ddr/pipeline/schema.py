@@ -83,6 +83,12 @@ def _check_ref(value: str) -> str:
     return value
 
 
+def _check_slice(value: str) -> str:
+    if not re.fullmatch(r"\s*-?\d*\s*:\s*-?\d*\s*", value):
+        raise ValueError(f"{value!r} is not a slice: write 'start:stop' (e.g. '0:25', '10:')")
+    return value
+
+
 def split_ref(ref: str) -> tuple[str, str | None]:
     """``"pca.components_"`` -> ``("pca", "components_")``; ``"X"`` -> ``("X", None)``."""
     head, _, tail = ref.partition(".")
@@ -118,7 +124,25 @@ class InputSpec(_Strict):
     chunks: dict[str, int] | None = Field(
         None, description="Rechunk by dim name, e.g. {sample: 200000}; -1 means one chunk."
     )
+    isel: dict[str, Annotated[str, AfterValidator(_check_slice)] | list[int]] | None = Field(
+        None,
+        description="Select by position along dims (xarray isel): 'start:stop' or a list of "
+        "indices, e.g. {feature: '0:25'}. Metadata only: nothing is read.",
+    )
     description: str = ""
+
+    def selection(self) -> dict[str, slice | list[int]]:
+        """``isel`` as xarray indexers."""
+        out: dict[str, slice | list[int]] = {}
+        for dim, sel in (self.isel or {}).items():
+            if isinstance(sel, str):
+                start, _, stop = sel.partition(":")
+                out[dim] = slice(
+                    int(start) if start.strip() else None, int(stop) if stop.strip() else None
+                )
+            else:
+                out[dim] = list(sel)
+        return out
 
 
 class StepSpec(_Strict):
