@@ -70,6 +70,20 @@ def test_exact_equals_sklearn_dense(rng, kernel, kw):
     np.testing.assert_allclose(me.inverse_transform(Z), sk.inverse_transform(Z), atol=1e-8)
 
 
+@pytest.mark.filterwarnings("ignore::ddr.linalg.kernels.KernelNotPSDWarning")  # sigmoid
+@pytest.mark.parametrize(("kernel", "kw"), [KERNEL_CASES[0], KERNEL_CASES[5]])
+def test_exact_lanczos_path_equals_sklearn_dense(rng, monkeypatch, kernel, kw):
+    """Beyond DENSE_MAX_SAMPLES rows the top eigenpairs come from Lanczos: still sklearn's
+    dense result to 1e-8 (here the limit is lowered to exercise it on small data)."""
+    monkeypatch.setattr(kpca_module, "DENSE_MAX_SAMPLES", 100)
+    X, Xnew = rng.standard_normal((400, 5)), rng.standard_normal((30, 5))
+    sk = SkKernelPCA(5, kernel=kernel, eigen_solver="dense", **kw).fit(X)
+    me = KernelPCA(5, kernel=kernel, method="exact", **kw).fit(X)
+    np.testing.assert_allclose(me.eigenvalues_, sk.eigenvalues_, rtol=1e-10)
+    ref = sk.transform(Xnew)
+    np.testing.assert_allclose(aligned(me.transform(Xnew), ref), ref, atol=1e-8 * np.abs(ref).max())
+
+
 def test_exact_all_components_and_laplacian(rng):
     X, Xnew = rng.standard_normal((120, 3)), rng.standard_normal((10, 3))
     sk = SkKernelPCA(kernel="rbf", eigen_solver="dense").fit(X)
