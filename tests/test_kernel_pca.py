@@ -320,9 +320,10 @@ def test_check_estimator(est):
 
 
 def test_local_cluster(client, rng):
+    # 400 landmarks: the feature map (1.3 MB) travels as one graph key (a Delayed)
     X = rng.standard_normal((3000, 4))
     arr = da.from_array(X, chunks=(600, -1))
-    m = KernelPCA(3, kernel="rbf", n_landmarks=120, fit_inverse_transform=True).fit(arr)
-    ref = KernelPCA(3, kernel="rbf", n_landmarks=120, fit_inverse_transform=True).fit(X)
+    m = KernelPCA(3, kernel="rbf", n_landmarks=400, fit_inverse_transform=True).fit(arr)
+    ref = KernelPCA(3, kernel="rbf", n_landmarks=400, fit_inverse_transform=True).fit(X)
     np.testing.assert_allclose(m.eigenvalues_, ref.eigenvalues_, rtol=1e-10)
     np.testing.assert_allclose(m.transform(arr).compute(), ref.transform(X), atol=1e-10)
