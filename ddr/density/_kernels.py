@@ -19,7 +19,7 @@ integrates to 1).
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import gammaln, logsumexp
+from scipy.special import gammaln
 
 __all__ = [
     "COMPACT_KERNELS",
@@ -167,6 +167,15 @@ def _squared_distances(Q: np.ndarray, T: np.ndarray, qn: np.ndarray, tn: np.ndar
     return d2
 
 
+def _row_logsumexp(a: np.ndarray) -> np.ndarray:
+    """Log-sum-exp of each row (in place on ``a``); ``-inf`` for rows of ``-inf``."""
+    m = a.max(axis=1)
+    shift = np.where(np.isfinite(m), m, 0.0)
+    a -= shift[:, None]
+    np.exp(a, out=a)
+    return np.log(a.sum(axis=1)) + shift
+
+
 def log_kernel_sums(
     Q: np.ndarray,
     T: np.ndarray,
@@ -226,5 +235,5 @@ def log_kernel_sums(
                         lk += log_w[ts][None, :]
                     if mask is not None:
                         lk[mask] = -np.inf
-                    out[b, qs] = np.logaddexp(out[b, qs], logsumexp(lk, axis=1))
+                    out[b, qs] = np.logaddexp(out[b, qs], _row_logsumexp(lk))
     return out[0] if np.ndim(h) == 0 else out

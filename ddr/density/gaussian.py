@@ -41,8 +41,8 @@ class GaussianDensity(DDRMixin, DensityMixin, BaseEstimator):
         unbiased one.
     reg_covar : float, default=0.0
         Added to the diagonal of the covariance (as in scikit-learn's GaussianMixture).
-        A singular covariance (constant or collinear features) raises a ValueError that
-        suggests it.
+        A singular covariance (constant or collinear features; condition number above 1e12)
+        raises a ValueError that suggests it.
 
     Attributes
     ----------
@@ -98,6 +98,8 @@ class GaussianDensity(DDRMixin, DensityMixin, BaseEstimator):
         rows = self._rows(X, reset=True, sample_dim=sample_dim)
         m: Moments = compute(Moments, rows.data, None, sample_weight)
         self.moments_ = m
+        if m.count <= 0:
+            raise ValueError("sample_weight: the weights are all zero; at least one must be > 0")
         if m.count - self.ddof <= 0:
             raise ValueError(
                 f"GaussianDensity needs more than ddof={self.ddof} samples; got "
@@ -109,9 +111,8 @@ class GaussianDensity(DDRMixin, DensityMixin, BaseEstimator):
             L = linalg.cholesky(cov, lower=True)
         except linalg.LinAlgError:
             L = None
-        if L is None or np.min(np.diagonal(L)) <= np.finfo(float).eps * np.max(
-            np.sqrt(np.maximum(np.diagonal(cov), 0))
-        ):
+        # condition number above 1e12 (exact collinearity leaves a pivot ~ eps): singular
+        if L is None or np.min(np.diagonal(L)) ** 2 <= 1e-12 * np.max(np.diagonal(cov)):
             raise ValueError(
                 "the covariance is singular (a constant or collinear feature, or fewer samples "
                 f"than features: {m.count:g} samples, {d} features); set reg_covar > 0 "

@@ -23,7 +23,13 @@ from ddr.density._bandwidth import (
     default_cv_grid,
     rule_factor,
 )
-from ddr.density._binned import LatticeHistogram, binned_log_sums, grid_sums, loo_grid_scores
+from ddr.density._binned import (
+    LatticeHistogram,
+    binned_log_sums,
+    grid_sums,
+    loo_grid_scores,
+    self_kernel,
+)
 from ddr.density._kernels import (
     check_kernel,
     log_kernel_norm,
@@ -37,7 +43,7 @@ __all__ = ["KernelDensity", "exact_log_sums_block", "binned_block"]
 
 #: "auto" bins 1-D and 2-D data with more rows than this
 AUTO_BINNED_ROWS = 50_000
-_DEFAULT_BINS = {1: 2048, 2: 256}
+_DEFAULT_BINS = {1: 4096, 2: 1024}
 
 
 # ------------------------------------------------------------ blockwise functions
@@ -110,15 +116,19 @@ class KernelDensity(DDRMixin, BaseEstimator):
         blockwise over query blocks x training blocks for dask input. "binned": the training
         data are linearly binned on a lattice in the same single pass (1-D and 2-D only), the
         lattice sums come from one FFT, and queries are interpolated (tails are summed over
-        the lattice directly); relative density error O((spacing / h)^2), typically 1e-3.
+        the lattice directly). The relative density error is within about
+        ``2 d (spacing / h)^2`` in the bulk (``h`` the kernel's smallest axis, spacing at most
+        4 x range / n_bins; tested against "exact"), e.g. 0.5% at 20 lattice spacings per
+        bandwidth; log-densities in the tails stay within 1% relative.
         "auto": binned for 1-D/2-D data with more than 50 000 rows.
     n_bins : int, optional
-        Lattice points per axis for "binned" (default 2048 in 1-D, 256 in 2-D).
+        Lattice points per axis for "binned" (default 4096 in 1-D, 1024 in 2-D).
     cv_bandwidths : array-like, optional
         Candidates for ``bandwidth="cv"`` (in the units of ``bandwidth_scaling``).
     cv_max_samples : int, default=1000
         Held-out points scored for exact "cv" (evenly spaced rows, each left out of its
-        own estimate); the binned "cv" uses every lattice point.
+        own estimate); the binned "cv" treats the lattice weights as the data (an
+        approximation; candidates narrower than 2 lattice spacings are not considered).
 
     Attributes
     ----------
@@ -141,8 +151,9 @@ class KernelDensity(DDRMixin, BaseEstimator):
     -----
     Passes: ``fit`` reads the data once (moments and, in binned mode, the lattice histogram
     in the same pass); exact "cv" on dask input adds one partial read of the held-out rows
-    and one pass to score them. ``score_samples`` in exact mode reads every training block
-    once per query block; in binned mode it reads only the queries.
+    and one pass to score them. ``score_samples`` reads the queries once and, in exact mode,
+    every training block once (each block task is shared by all query blocks; the work is
+    n_queries x n_train kernel evaluations); in binned mode it reads only the queries.
     """
 
     def __init__(
@@ -256,18 +267,25 @@ class KernelDensity(DDRMixin, BaseEstimator):
             denom = ws.aweights_denominator()
             if denom <= 0:
                 raise ValueError(
-                    "bandwidth_scaling='covariance' needs at least 2 samples (with positive "
-                    "weight) to estimate the data covariance; use bandwidth_scaling='none'"
+                    "bandwidth_scaling='covariance' needs at least 2 samples with positive "
+                    f"weight to estimate the data covariance (got {ws.n_rows} sample(s)); use "
+                    "bandwidth_scaling='none'"
                 )
             self.covariance_ = m.scatter / denom
             try:
-                self.kernel_cholesky_ = linalg.cholesky(self.covariance_, lower=True)
+                L = linalg.cholesky(self.covariance_, lower=True)
             except linalg.LinAlgError:
+                L = None
+            # condition number above 1e12 (exact collinearity leaves a pivot ~ eps): singular
+            if L is None or np.min(np.diagonal(L)) ** 2 <= 1e-12 * np.max(
+                np.diagonal(self.covariance_)
+            ):
                 raise ValueError(
                     "bandwidth_scaling='covariance' needs a non-singular data covariance, and "
                     "this one is singular (a constant or collinear feature); drop the feature "
                     "or use bandwidth_scaling='none' with a bandwidth in data units"
-                ) from None
+                )
+            self.kernel_cholesky_ = L
         self._whitening_ = linalg.solve_triangular(self.kernel_cholesky_, np.eye(d), lower=True)
         self._center_ = m.mean.copy()
 
@@ -358,10 +376,17 @@ class KernelDensity(DDRMixin, BaseEstimator):
         H = self.histogram_
         unit = self.weight_sums_.sum_w / self.weight_sums_.n_rows
         total = self.weight_sums_.sum_w
-        scores = np.empty(cands.shape[0])
+        scores = np.full(cands.shape[0], -np.inf)
+        # the kernel's smallest axis in data units, per unit bandwidth
+        axis = 1.0 / np.max(np.linalg.svd(self._whitening_, compute_uv=False))
         for b, h in enumerate(cands):
+            if h * axis < 2 * np.max(H.spacing):
+                continue  # narrower than the lattice resolves: not a candidate here
             f = grid_sums(H.counts, H.spacing, self._whitening_, h, self.kernel)
-            s = loo_grid_scores(H.counts, f, unit)
+            kappa = self_kernel(H.spacing, self._whitening_, h, self.kernel)
+            s = loo_grid_scores(
+                H.counts, f, unit, kappa, H.origin, H.spacing, self._whitening_, h, self.kernel
+            )
             scores[b] = s / total + self._log_norm(h) + np.log(total) - np.log(total - unit)
         return scores
 
