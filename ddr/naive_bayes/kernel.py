@@ -17,7 +17,7 @@ import numpy as np
 
 from ddr.base import FEATURE
 from ddr.density._bandwidth import check_bandwidth, check_scaling, rule_factor
-from ddr.density._binned import binned_log_sums, grid_sums
+from ddr.density._binned import RELIABLE, grid_sums
 from ddr.density._kernels import check_kernel, log_kernel_norm, log_kernel_sums
 from ddr.naive_bayes._base import BaseGenerativeClassifier, class_log_prior, empirical_or_given
 from ddr.naive_bayes._samples import ClassSamples
@@ -64,17 +64,37 @@ def kernel_nb_binned_jll(
     kernel: str,
     const: np.ndarray,
 ) -> np.ndarray:
-    """Joint log-likelihood of a block from the lattice sums (binned estimate)."""
+    """Joint log-likelihood of a block from the lattice sums (binned estimate).
+
+    Per feature the lattice is shared by the classes: the query positions are located once
+    and every class's lattice sums interpolated together; queries where a class's sums are
+    unreliable (its tails) or outside the lattice are summed directly over its lattice.
+    """
     X = np.asarray(X, dtype=np.float64)
     k, d = h.shape
+    n_bins = counts.shape[2]
     out = np.tile(const, (X.shape[0], 1))
+    floors = RELIABLE * f_grid.max(axis=2)  # (k, d)
     for j in range(d):
-        xj = X[:, j : j + 1]
+        xj = X[:, j]
+        t = (xj - origin[j]) / spacing[j]
+        inside = (t >= 0) & (t <= n_bins - 1)
+        i0 = np.clip(np.floor(t), 0, n_bins - 2).astype(np.int64)
+        frac = np.clip(t - i0, 0.0, 1.0)
+        lo, hi = f_grid[:, j, i0], f_grid[:, j, i0 + 1]  # (k, n)
+        value = (1.0 - frac) * lo + frac * hi
+        reliable = inside & (lo > floors[:, j, None]) & (hi > floors[:, j, None])
+        with np.errstate(divide="ignore"):
+            logv = np.log(np.where(reliable, value, 1.0))
         for c in range(k):
-            out[:, c] += binned_log_sums(
-                xj, counts[c, j], f_grid[c, j], origin[j : j + 1], spacing[j : j + 1], _ONE,
-                h[c, j], kernel,
-            )  # fmt: skip
+            rest = np.flatnonzero(~reliable[c])
+            if rest.size:
+                nz = np.flatnonzero(counts[c, j])
+                grid = (origin[j] + nz * spacing[j])[:, None] / h[c, j]
+                logv[c, rest] = log_kernel_sums(
+                    xj[rest, None] / h[c, j], grid, np.log(counts[c, j, nz]), kernel, 1.0
+                )
+        out += logv.T
     return out
 
 
@@ -314,5 +334,5 @@ class KernelNB(BaseGenerativeClassifier):
             for j in range(d):
                 f_grid[c, j] = grid_sums(H.counts[c, j], H.bin_width[j : j + 1], _ONE, h[c, j],
                                          self.kernel)  # fmt: skip
-        origin = np.array([H.grid(j)[0] for j in range(d)])
+        origin = np.ldexp(H.start.astype(np.float64), H.exponent)
         return kernel_nb_binned_jll, (H.counts, f_grid, origin, H.bin_width, h, self.kernel, const)

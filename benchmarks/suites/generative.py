@@ -1,0 +1,167 @@
+"""Generative classifiers: ddr GaussianNB and QDA (one pass of diagonal / full `ClassMoments`),
+LDA and BernoulliNB, KernelNB (binned, S only) against scikit-learn (`partial_fit` over the stored
+chunks, and `fit` on the loaded array where it fits) and dask-ml's GaussianNB, fit and predict
+timed separately. Accuracy side by side: `acc` is the training accuracy (predict on the same
+rows against `y`); `var_err` the largest relative error of GaussianNB's fitted variances
+against a float64 fit of the loaded array (S and M)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import ddr
+from benchmarks.harness import Context
+
+# scikit-learn on the loaded array: only where it fits in memory beside everything else
+IN_MEMORY_DATASETS = ("S", "M")
+KERNEL_NB_DATASETS = ("S",)
+
+
+def run(ctx: Context) -> None:
+    for name in ctx.datasets:
+        y_all = ctx.labels(name).compute()
+        classes = np.unique(y_all)
+        ref_var = _reference_variances(ctx, name, y_all)
+        _ddr_rows(ctx, name, ref_var)
+        _sklearn_rows(ctx, name, classes, y_all, ref_var)
+        _dask_ml_rows(ctx, name)
+
+
+def _var_err(var: np.ndarray, ref_var: np.ndarray | None) -> dict:
+    if ref_var is None:
+        return {}
+    return {"var_err": float(np.max(np.abs(np.asarray(var) - ref_var) / ref_var))}
+
+
+def _reference_variances(ctx: Context, name: str, y: np.ndarray) -> np.ndarray | None:
+    """GaussianNB variances of the loaded array in float64 (two-pass per class)."""
+    if name not in IN_MEMORY_DATASETS:
+        return None
+    X = ctx.numpy(name)
+    out = []
+    for c in np.unique(y):
+        Xc = X[y == c].astype(np.float64)
+        out.append(Xc.var(axis=0))
+    var = np.stack(out)
+    return var + 1e-9 * X.astype(np.float64).var(axis=0).max()
+
+
+# ---------------------------------------------------------------------------------- ddr
+def _ddr_rows(ctx: Context, name: str, ref_var: np.ndarray | None) -> None:
+    fitted: dict[str, Any] = {}
+
+    def fit(label: str, make: Callable[[], Any]) -> Callable[[], dict]:
+        def run_fit() -> dict:
+            est = make().fit(ctx.array(name), ctx.labels(name))
+            fitted[label] = est
+            return _var_err(est.var_, ref_var) if hasattr(est, "var_") else {}
+
+        return run_fit
+
+    def predict(label: str) -> Callable[[], dict]:
+        def run_predict() -> dict:
+            return {"acc": fitted[label].score(ctx.array(name), ctx.labels(name))}
+
+        return run_predict
+
+    models = [
+        ("GaussianNB", ddr.GaussianNB),
+        ("QDA", lambda: ddr.QuadraticDiscriminantAnalysis(reg_param=1e-6)),
+        ("LDA", ddr.LinearDiscriminantAnalysis),
+        ("BernoulliNB(binarize=0)", ddr.BernoulliNB),
+    ]
+    if name in KERNEL_NB_DATASETS:
+        models.append(("KernelNB binned", lambda: ddr.KernelNB(algorithm="binned")))
+    for label, make in models:
+        schedulers = ("cluster", "threads") if label in ("GaussianNB", "QDA") else ("cluster",)
+        for scheduler in schedulers:
+            ctx.measure(f"ddr {label} fit", name, fit(label, make), scheduler=scheduler)
+        if label in fitted:
+            ctx.measure(f"ddr {label} predict", name, predict(label), scheduler="cluster")
+
+
+# ------------------------------------------------------------------------ scikit-learn
+def _sklearn_rows(
+    ctx: Context, name: str, classes: np.ndarray, y_all: np.ndarray, ref_var: np.ndarray | None
+) -> None:
+    from sklearn.discriminant_analysis import (
+        LinearDiscriminantAnalysis,
+        QuadraticDiscriminantAnalysis,
+    )
+    from sklearn.naive_bayes import GaussianNB
+
+    zx, zy = ctx.zarr_array(name), ctx.zarr_array(name, "y")
+    step = zx.chunks[0]
+    state: dict[str, Any] = {}
+
+    def partial_fit() -> dict:
+        clf = GaussianNB()
+        for start in range(0, zx.shape[0], step):
+            clf.partial_fit(zx[start : start + step], zy[start : start + step], classes=classes)
+        state["pf"] = clf
+        return _var_err(clf.var_, ref_var)
+
+    def chunked_predict() -> dict:
+        hits = 0
+        for start in range(0, zx.shape[0], step):
+            hits += int(
+                np.sum(state["pf"].predict(zx[start : start + step]) == zy[start : start + step])
+            )
+        return {"acc": hits / zx.shape[0]}
+
+    ctx.measure("sklearn GaussianNB partial_fit over chunks", name, partial_fit, scheduler="none")
+    if "pf" in state:
+        ctx.measure(
+            "sklearn GaussianNB predict over chunks", name, chunked_predict, scheduler="none"
+        )
+    if name not in IN_MEMORY_DATASETS:
+        return
+    X = ctx.numpy(name)
+    for label, make in [
+        ("GaussianNB", GaussianNB),
+        ("QDA", lambda: QuadraticDiscriminantAnalysis(reg_param=1e-6)),
+        ("LDA", LinearDiscriminantAnalysis),
+    ]:
+
+        def fit(make=make, label=label) -> dict:
+            state[label] = make().fit(X, y_all)
+            return _var_err(state[label].var_, ref_var) if label == "GaussianNB" else {}
+
+        def predict(label=label) -> dict:
+            return {"acc": float(np.mean(state[label].predict(X) == y_all))}
+
+        ctx.measure(f"sklearn {label} fit, loaded array", name, fit, scheduler="none",
+                    in_memory=True)  # fmt: skip
+        if label in state:
+            ctx.measure(f"sklearn {label} predict, loaded array", name, predict,
+                        scheduler="none", in_memory=True)  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- dask-ml
+def _dask_ml_rows(ctx: Context, name: str) -> None:
+    """dask-ml's fit leaves its parameters lazy: computing them is part of the fit."""
+    import dask
+
+    state: dict[str, Any] = {}
+
+    def fit() -> dict:
+        from dask_ml.naive_bayes import GaussianNB
+
+        clf = GaussianNB().fit(ctx.array(name), ctx.labels(name))
+        clf.theta_, clf.sigma_, clf.class_count_, clf.class_prior_ = dask.compute(
+            clf.theta_, clf.sigma_, clf.class_count_, clf.class_prior_
+        )
+        state["clf"] = clf
+        return {}
+
+    def predict() -> dict:
+        pred = state["clf"].predict(ctx.array(name))
+        pred, y = dask.compute(pred, ctx.labels(name))
+        return {"acc": float(np.mean(np.asarray(pred) == y))}
+
+    ctx.measure("dask-ml GaussianNB fit", name, fit, scheduler="cluster")
+    if "clf" in state:
+        ctx.measure("dask-ml GaussianNB predict", name, predict, scheduler="cluster")
