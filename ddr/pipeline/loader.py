@@ -111,6 +111,9 @@ def _parse_yaml(text: str, file: str) -> Any:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
         what = " ".join(str(s) for s in (exc.context, exc.problem) if s)
+        ctx = exc.context_mark
+        if ctx is not None and exc.problem_mark is not None and ctx.line != mark.line:
+            what += f" (it started on line {ctx.line + 1}, column {ctx.column + 1})"
         raise PipelineError(
             [Problem(Location(file, line, col), f"YAML syntax error: {what}")]
         ) from None
@@ -130,7 +133,7 @@ def _plain(node: Any, path: Path_, doc: Document, here: Location) -> Any:
     file = doc.file
     if isinstance(node, CommentedMap):
         tag = getattr(node.tag, "value", None)
-        if tag and not tag.startswith("tag:yaml.org,2002:"):
+        if tag and not tag.startswith(("tag:yaml.org,2002:map", "tag:yaml.org,2002:omap")):
             doc.problems.append(Problem(here, f"YAML tags are not allowed here: {tag}"))
         out: dict[str, Any] = {}
         for k in node:
@@ -147,6 +150,9 @@ def _plain(node: Any, path: Path_, doc: Document, here: Location) -> Any:
             out[key] = _plain(node[k], (*path, key), doc, vloc)
         return out
     if isinstance(node, CommentedSeq):
+        tag = getattr(node.tag, "value", None)
+        if tag and not tag.startswith("tag:yaml.org,2002:seq"):
+            doc.problems.append(Problem(here, f"YAML tags are not allowed here: {tag}"))
         items = []
         for i, item in enumerate(node):
             loc = _loc(file, node.lc.item(i), here)

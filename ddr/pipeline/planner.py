@@ -172,6 +172,11 @@ def _abspath(p: str) -> str:
     return os.path.abspath(os.path.expanduser(p))
 
 
+def _a(noun: str) -> str:
+    """``"an array"``, ``"a model"``: kinds of values in messages."""
+    return f"{'an' if noun[:1] in 'aeiou' else 'a'} {noun}"
+
+
 def _did_you_mean(word: str, options: list[str]) -> str:
     close = difflib.get_close_matches(word, options, n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
@@ -181,15 +186,17 @@ def _forbid_compute(dsk: Any, keys: Any, **kwargs: Any) -> Any:
     raise RuntimeError("the planner must not read data")
 
 
-def _section_parts(doc: Document, model: type, section: str) -> dict[Any, Any]:
-    """Validate each entry of a mapping section on its own; keep the valid ones."""
+def _section_parts(doc: Document, model: type, section: str, *, listed: bool = False) -> dict:
+    """Validate each entry of a section (a mapping, or a list when ``listed``) on its own;
+    keep the valid ones (a section of the wrong type is reported by the schema)."""
     from pydantic import TypeAdapter, ValidationError
 
     raw = doc.data.get(section) if isinstance(doc.data, dict) else None
     out: dict[Any, Any] = {}
-    items = (
-        raw.items() if isinstance(raw, dict) else enumerate(raw) if isinstance(raw, list) else []
-    )
+    if listed:
+        items = enumerate(raw) if isinstance(raw, list) else []
+    else:
+        items = raw.items() if isinstance(raw, dict) else []
     adapter = TypeAdapter(model)
     for key, value in items:
         try:
@@ -220,7 +227,7 @@ class _Planner:
         pipeline = validate(doc, Pipeline)
         inputs = _section_parts(doc, InputSpec, "inputs")
         steps = _section_parts(doc, StepSpec, "steps")
-        outputs = _section_parts(doc, Output, "outputs")
+        outputs = _section_parts(doc, Output, "outputs", listed=True)
         raw_steps = doc.data.get("steps") if isinstance(doc.data.get("steps"), dict) else {}
         self.bad_steps = set(raw_steps) - set(steps)
         for name in set(inputs) & set(raw_steps):
@@ -392,9 +399,11 @@ class _Planner:
                         f"{', '.join(names)}",
                     )
                     continue
-                if head == sid:
+                if head == sid and head not in all_inputs:
                     self.problem((*where, "inputs", role), f"step {sid!r} uses its own output")
                     continue
+                if head == sid:
+                    continue  # the name of an input and of this step: reported once above
                 refs[role] = ref
                 if head in steps or head in self.bad_steps:
                     deps.add(head)
@@ -449,6 +458,8 @@ class _Planner:
         """Propagate shapes through one step and check its inputs against its op."""
         op, where = step.op, ("steps", step.id)
         metas: dict[str, ValueMeta] = {}
+        if any(r.required and r.name not in step.refs for r in op.roles):
+            return  # a missing or dangling input, already reported
         for role, ref in step.refs.items():
             head, _ = split_ref(ref)
             if head in self.bad_steps or (head in self.steps and not self.steps[head].outputs):
@@ -535,24 +546,29 @@ class _Planner:
             if meta.kind != "model":
                 self.problem(
                     where,
-                    f"{ref!r} is a {meta.kind}, not a fitted model; "
+                    f"{ref!r} is {_a(meta.kind)}, not a fitted model; "
                     f"{step.op.name} needs a model (a fit step or a load step)",
                 )
                 return False
             want = step.op.cls
             if meta.cls is not None and want is not None and meta.cls is not want:
+                alt = f"{meta.cls.__name__}.{step.op.method}"
+                hint = (
+                    f"write {alt}"
+                    if registry.get_op(alt) is not None
+                    else f"{meta.cls.__name__} has no {step.op.method}"
+                )
                 self.problem(
                     where,
-                    f"{ref!r} is a {meta.cls.__name__} model; {step.op.name} "
-                    f"needs a {want.__name__} (write {meta.cls.__name__}."
-                    f"{step.op.method})",
+                    f"{ref!r} is a {meta.cls.__name__} model; {step.op.name} needs a "
+                    f"{want.__name__} ({hint})",
                 )
                 return False
             return True
         if meta.kind != "array":
             self.problem(
                 where,
-                f"{ref!r} is a {meta.kind}, not an array; {role.name} must be "
+                f"{ref!r} is {_a(meta.kind)}, not an array; {role.name} must be "
                 "an input or an array made by a step",
             )
             return False
@@ -767,7 +783,7 @@ class _Planner:
             if meta.kind != "model":
                 self.problem(
                     (*base, "from"),
-                    f"a model output needs a fitted model; {spec.from_!r} is a {meta.kind}",
+                    f"a model output needs a fitted model; {spec.from_!r} is {_a(meta.kind)}",
                 )
             return
         if spec.kind == "metrics":
@@ -890,7 +906,8 @@ class _Planner:
         if want_model and src.kind != "model":
             self.problem(
                 (*base, "from"),
-                f"a {spec.plot} plot is drawn from a fitted model; {spec.from_!r} is a {src.kind}",
+                f"a {spec.plot} plot is drawn from a fitted model; {spec.from_!r} is "
+                f"{_a(src.kind)}",
             )
             return
         if spec.plot == "scatter":
@@ -898,7 +915,7 @@ class _Planner:
                 self.problem(
                     (*base, "from"),
                     f"a scatter plot needs 2-D scores (samples x "
-                    f"components); {spec.from_!r} is a {src.kind}"
+                    f"components); {spec.from_!r} is {_a(src.kind)}"
                     f"{' of shape ' + _shape(src.shape) if src.shape else ''}",
                 )
                 return
@@ -913,7 +930,7 @@ class _Planner:
                 self.problem(
                     (*base, "from"),
                     f"a confusion matrix needs predicted labels "
-                    f"(1-D); {spec.from_!r} is a {src.kind}",
+                    f"(1-D); {spec.from_!r} is {_a(src.kind)}",
                 )
                 return
             if spec.labels is None:
@@ -922,7 +939,7 @@ class _Planner:
             if labels.kind != "array" or (labels.shape is not None and len(labels.shape) != 1):
                 self.problem(
                     (*base, "labels"),
-                    f"labels must be 1-D (one per sample); {spec.labels!r} is a {labels.kind}",
+                    f"labels must be 1-D (one per sample); {spec.labels!r} is {_a(labels.kind)}",
                 )
             elif src.shape and labels.shape and src.shape[0] != labels.shape[0]:
                 self.problem(

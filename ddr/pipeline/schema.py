@@ -358,10 +358,10 @@ def _message(err: dict[str, Any], path: tuple[Any, ...], root: type[BaseModel], 
     if kind == "union_tag_not_found":
         return f"{where}: missing required key 'kind' (zarr, model, metrics or plot)"
     if kind == "literal_error":
-        if path == ("ddr",):
+        if path in (("ddr",), ("ddr-cluster",)):
             return (
-                f"unsupported schema version ddr: {_fmt(value)}; this ddr reads version "
-                f"{SCHEMA_VERSION} (write `ddr: {SCHEMA_VERSION}`)"
+                f"unsupported schema version {path[0]}: {_fmt(value)}; this ddr reads "
+                f"version {SCHEMA_VERSION} (write `{path[0]}: {SCHEMA_VERSION}`)"
             )
         return f"{where}: expected {err['ctx']['expected']}; got {_fmt(value)}"
     if kind in ("value_error", "assertion_error"):
@@ -386,7 +386,9 @@ def validate(doc: Document, model: type[BaseModel] = Pipeline) -> BaseModel | No
         for err in exc.errors(include_url=False):
             loc = tuple(err["loc"])
             path = data_path(doc.data, loc)
-            key = (path, err["type"], str(err["msg"]))
+            # a value that fits no member of a union gets one error per member: keep the first
+            structural = err["type"] in ("missing", "extra_forbidden")
+            key = (path, err["type"]) if structural else (path,)
             if key in seen:
                 continue
             seen.add(key)

@@ -1,0 +1,181 @@
+"""The command line: --help everywhere, exit codes 0 / 1 / 2, schema, validate, plan, run,
+inspect."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import zarr
+from pipeline_support import BROKEN, CLUSTER_CONFIGS, PIPELINES, make_data
+from typer.testing import CliRunner
+
+import ddr
+from ddr.cli import app
+
+COMMANDS = ["run", "validate", "plan", "inspect", "schema", "ops", "demo-data", "version"]
+runner = CliRunner()
+
+ONE_STEP = """\
+ddr: 1
+name: one-step
+params: {out: out}
+inputs:
+  X: {path: demo.zarr, array: X}
+  y: {path: demo.zarr, array: y}
+steps:
+  nb: {op: GaussianNB.fit, inputs: {X: X, y: y}}
+  pred: {op: GaussianNB.predict, inputs: {model: nb, X: X}}
+outputs:
+  - {kind: zarr, from: pred, path: "${params.out}/pred.zarr"}
+  - {kind: model, from: nb, path: "${params.out}/nb.model.zarr"}
+"""
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    return make_data(tmp_path_factory.mktemp("cli-data"))
+
+
+@pytest.fixture
+def here(data, tmp_path, monkeypatch):
+    (tmp_path / "demo.zarr").symlink_to(data / "demo.zarr")
+    (tmp_path / "one.yaml").write_text(ONE_STEP)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_help_on_every_command():
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in COMMANDS:
+        assert command in result.output
+        sub = runner.invoke(app, [command, "--help"])
+        assert sub.exit_code == 0, command
+        assert "Usage" in sub.output
+    assert "Exit code" in runner.invoke(app, ["inspect", "--help"]).output
+
+
+def test_version_and_usage_errors():
+    assert runner.invoke(app, ["version"]).output.strip() == ddr.__version__
+    assert runner.invoke(app, ["run"]).exit_code == 2  # missing argument
+    assert runner.invoke(app, ["nonsense"]).exit_code == 2
+    assert runner.invoke(app, ["run", "x.yaml", "--force", "--resume"]).exit_code == 2
+
+
+def test_schema_prints_json_schema(tmp_path):
+    result = runner.invoke(app, ["schema"])
+    assert result.exit_code == 0
+    schema = json.loads(result.output)
+    assert "PCA.fit" in schema["$defs"]["StepSpec"]["properties"]["op"]["enum"]
+    assert runner.invoke(app, ["schema", "--output", str(tmp_path / "s.json")]).exit_code == 0
+    assert json.loads((tmp_path / "s.json").read_text()) == schema
+    cluster = json.loads(runner.invoke(app, ["schema", "--cluster"]).output)
+    assert "ddr-cluster" in cluster["properties"]
+
+
+def test_ops_lists_roles_and_params():
+    result = runner.invoke(app, ["ops"])
+    assert result.exit_code == 0
+    assert (
+        "GaussianNB.fit(X, y, sample_weight?) -> model; with: priors, var_smoothing"
+        in result.output
+    )
+    assert "PCA.transform(model, X) -> data" in result.output
+
+
+def test_validate_exit_codes(here):
+    ok = runner.invoke(app, ["validate", "one.yaml", str(CLUSTER_CONFIGS / "slurm.yaml")])
+    assert ok.exit_code == 0, ok.output
+    assert "one.yaml: valid pipeline" in ok.output
+    assert "slurm.yaml: valid cluster config" in ok.output
+    bad = runner.invoke(app, ["validate", "one.yaml", str(BROKEN / "cycle.yaml")])
+    assert bad.exit_code == 2
+    assert f"{BROKEN / 'cycle.yaml'}:7:58: cycle: scaler -> scores" in bad.output
+    missing = runner.invoke(app, ["validate", "nope.yaml"])
+    assert missing.exit_code == 2 and "nope.yaml: no such file" in missing.output
+
+
+def test_plan_run_inspect_and_rerun(here):
+    plan = runner.invoke(app, ["plan", "one.yaml"])
+    assert plan.exit_code == 0, plan.output
+    assert "nb: GaussianNB.fit(X=X, y=y)  (one pass)" in plan.output
+    assert "passes over inputs: X: 2, y: 1" in plan.output
+    as_json = json.loads(runner.invoke(app, ["plan", "one.yaml", "--json"]).output)
+    assert as_json["passes"] == {"X": "2", "y": "1"}
+    assert [o["action"] for o in as_json["outputs"]] == ["write", "write"]
+
+    run = runner.invoke(
+        app,
+        ["run", "one.yaml", "--cluster", "threads", "--no-progress", "--summary", "summary.json"],
+    )
+    assert run.exit_code == 0, run.output
+    assert "run one-step: ok in" in run.output
+    assert "passes over inputs: X 2.00 passes, y 1.00 passes (planned: X 2, y 1)" in run.output
+    summary = json.loads((here / "summary.json").read_text())
+    assert summary["status"] == "ok" and summary["scheduler"] == "threads"
+
+    info = runner.invoke(app, ["inspect", "out/pred.zarr"])
+    assert info.exit_code == 0, info.output
+    assert "out/pred.zarr: complete" in info.output
+    assert "pred: (3000,) dims ('sample',) int64" in info.output
+    assert "made by pipeline one-step" in info.output and "step nb: GaussianNB.fit" in info.output
+    model = json.loads(runner.invoke(app, ["inspect", "out/nb.model.zarr", "--json"]).output)
+    assert model["status"] == "complete"
+    assert model["model"] == "ddr.naive_bayes.gaussian.GaussianNB"
+
+    # the outputs exist: error without --force / --resume, all at once, exit 2
+    again = runner.invoke(app, ["run", "one.yaml", "--cluster", "threads"])
+    assert again.exit_code == 2
+    assert again.output.count("already exists (complete); pass --force") == 2
+    resumed = runner.invoke(app, ["run", "one.yaml", "--cluster", "threads", "--resume"])
+    assert resumed.exit_code == 0 and "skipped" in resumed.output
+    forced = runner.invoke(
+        app, ["run", "one.yaml", "--cluster", "threads", "--force", "--no-progress"]
+    )
+    assert forced.exit_code == 0 and "complete, --force/overwrite" in forced.output
+
+
+def test_inspect_exit_codes(here):
+    assert runner.invoke(app, ["inspect", "nothing.zarr"]).exit_code == 2
+    group = zarr.open_group("half.zarr", mode="w")
+    group.attrs["ddr:status"] = "incomplete"
+    group.create_array("x", shape=(4,), chunks=(2,), dtype="f8")
+    result = runner.invoke(app, ["inspect", "half.zarr"])
+    assert result.exit_code == 1
+    assert "INCOMPLETE" in result.output and "0/2 chunks written" in result.output
+    assert runner.invoke(app, ["inspect", "demo.zarr"]).exit_code == 0
+
+
+def test_run_failure_exits_1(here):
+    (here / "fail.yaml").write_text(
+        ONE_STEP.replace("inputs: {X: X, y: y}}", "inputs: {X: X, y: y}, with: {priors: [1.0]}}")
+    )
+    result = runner.invoke(app, ["run", "fail.yaml", "--cluster", "threads", "--no-progress"])
+    assert result.exit_code == 1
+    assert "ddr: run failed: step nb (GaussianNB.fit): ValueError" in result.output
+
+
+def test_dry_run_reads_and_writes_nothing(here):
+    result = runner.invoke(
+        app,
+        [
+            "run",
+            str(PIPELINES / "quickstart.yaml"),
+            "--dry-run",
+            "--cluster",
+            str(CLUSTER_CONFIGS / "pbs.yaml"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "passes over inputs: X: 2" in result.output
+    assert "kind pbs" in result.output
+    assert not (here / "quickstart-output").exists()
+
+
+def test_bad_cluster_config_exits_2(here, tmp_path):
+    bad = tmp_path / "c.yaml"
+    bad.write_text("ddr-cluster: 1\nkind: local\nlocal: {n_worker: 2}\n")
+    result = runner.invoke(app, ["run", "one.yaml", "--cluster", str(bad)])
+    assert result.exit_code == 2
+    assert f"{bad}:3:9: distributed.LocalCluster has no keyword 'n_worker'" in result.output

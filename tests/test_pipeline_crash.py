@@ -1,0 +1,130 @@
+"""Acceptance: SIGKILL ``ddr run`` while it writes; the killed output says incomplete; a rerun
+completes it identically to an uninterrupted run, without refitting what was done."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dask
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+from typer.testing import CliRunner
+
+from ddr.cli import app
+from ddr.demo import DemoSpec, write_demo_data
+from ddr.io import output_status
+from ddr.pipeline import plan_pipeline, run_plan
+
+# Many small chunks, so that streaming the output takes long enough to be caught mid-way.
+SPEC = DemoSpec(n_samples=20_000, n_features=8, rank=3, n_classes=3, chunk_rows=100, seed=5)
+
+PIPELINE = """\
+ddr: 1
+name: crash
+params: {data: big.zarr, out: out}
+inputs:
+  X: {path: "${params.data}", array: X}
+  y: {path: "${params.data}", array: y}
+steps:
+  nb: {op: GaussianNB.fit, inputs: {X: X, y: y}}
+  proba: {op: GaussianNB.predict_proba, inputs: {model: nb, X: X}}
+outputs:
+  - {kind: model, from: nb, path: "${params.out}/nb.model.zarr"}
+  - {kind: zarr, from: proba, path: "${params.out}/proba.zarr"}
+run: {if_exists: skip-if-complete, summary: "${params.out}/summary.json"}
+"""
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("crash")
+    with dask.config.set(scheduler="threads"):
+        write_demo_data(d / "big.zarr", SPEC)
+    (d / "crash.yaml").write_text(PIPELINE)
+    return d
+
+
+def _chunks_written(path: Path) -> tuple[int, int]:
+    try:
+        arr = zarr.open_group(str(path), mode="r")["proba"]
+        return arr.nchunks_initialized, arr.nchunks
+    except Exception:  # not created yet
+        return 0, 1
+
+
+def test_sigkill_mid_write_then_resume(workdir, monkeypatch):
+    monkeypatch.chdir(workdir)
+    # the uninterrupted run, for reference (same code path, in this process)
+    with dask.config.set(scheduler="sync"):
+        run_plan(plan_pipeline("crash.yaml", ["out=reference"]), progress=False)
+
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "ddr.cli",
+        "run",
+        "crash.yaml",
+        "--cluster",
+        "sync",
+        "--no-progress",
+        "--set",
+        "out=killed",
+    ]
+    proc = subprocess.Popen(
+        cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    target = workdir / "killed" / "proba.zarr"
+    deadline = time.monotonic() + 120
+    caught = None
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if output_status(target) == "incomplete":
+                done, total = _chunks_written(target)
+                if 0 < done < total:
+                    caught = (done, total)
+                    proc.send_signal(signal.SIGKILL)
+                    break
+            time.sleep(0.005)
+    finally:
+        if proc.poll() is None and caught is None:
+            proc.kill()
+        proc.wait(timeout=60)
+    assert caught is not None, f"the run ended before it could be killed:\n{proc.stdout.read()}"
+    assert proc.returncode == -signal.SIGKILL
+
+    # the killed output says it is incomplete; the model saved before the kill is complete
+    result = CliRunner().invoke(app, ["inspect", str(target)])
+    assert result.exit_code == 1, result.output
+    assert "INCOMPLETE" in result.output
+    done, total = _chunks_written(target)
+    assert 0 < done < total
+    model = workdir / "killed" / "nb.model.zarr"
+    assert output_status(model) == "complete"
+    model_meta = (model / "zarr.json").stat().st_mtime_ns
+
+    # rerun: the model is loaded (no refit), the output is completed
+    plan = plan_pipeline("crash.yaml", ["out=killed"])
+    assert plan.steps["nb"].action == "load"
+    rerun = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    summary = json.loads((workdir / "killed" / "summary.json").read_text())
+    steps = {s["id"]: s for s in summary["steps"]}
+    assert steps["nb"]["action"] == "loaded" and steps["nb"]["passes"] == {}
+    assert summary["passes"] == {"X": pytest.approx(1.0)}  # only the rewrite of the output
+    assert (model / "zarr.json").stat().st_mtime_ns == model_meta
+    assert output_status(target) == "complete"
+    with (
+        xr.open_zarr(target, consolidated=False) as got,
+        xr.open_zarr(workdir / "reference" / "proba.zarr", consolidated=False) as ref,
+    ):
+        np.testing.assert_array_equal(got["proba"].values, ref["proba"].values)
+        assert got["proba"].dims == ref["proba"].dims

@@ -1,0 +1,129 @@
+"""The op registry: every exported estimator is an op with the methods it has, found from
+``ddr._EXPORTS`` (so estimators that land later need no change), parameters checked early."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+import types
+
+import pytest
+from sklearn.base import BaseEstimator, TransformerMixin
+
+import ddr
+from ddr.base import DDRMixin
+from ddr.pipeline import registry
+
+
+def exported_estimators():
+    out = {}
+    for name, module in ddr._EXPORTS.items():
+        try:
+            obj = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+        if inspect.isclass(obj) and hasattr(obj, "fit"):
+            out[name] = obj
+    return out
+
+
+def test_every_exported_estimator_is_an_op_with_its_methods():
+    ops = registry.ops()
+    estimators = exported_estimators()
+    assert {"PCA", "GaussianNB", "QuadraticDiscriminantAnalysis"} <= set(estimators)
+    for name, cls in estimators.items():
+        assert f"{name}.fit" in ops
+        for method in registry.APPLY_METHODS:
+            assert (f"{name}.{method}" in ops) == callable(getattr(cls, method, None)), method
+        assert (f"{name}.fit_transform" in ops) == hasattr(cls, "transform")
+    for name in ("moments", "class_moments", "categorical_counts", "histogram", "load"):
+        assert name in ops
+
+
+def test_roles_come_from_the_signatures():
+    nb = registry.get_op("GaussianNB.fit")
+    assert [(r.name, r.required, r.ndim) for r in nb.roles] == [
+        ("X", True, 2),
+        ("y", True, 1),
+        ("sample_weight", False, 1),
+    ]
+    assert registry.get_op("PCA.fit").role("y").required is False
+    transform = registry.get_op("PCA.transform")
+    assert [r.name for r in transform.roles] == ["model", "X"]
+    assert registry.get_op("GaussianNB.score").outputs == {"value": "metric"}
+    assert registry.get_op("class_moments").role("y").required is True
+    assert "nan_policy" in registry.get_op("moments").params
+
+
+class LateEstimator(DDRMixin, TransformerMixin, BaseEstimator):
+    """An estimator that appears after the registry was first built."""
+
+    def __init__(self, *, scale: float = 1.0) -> None:
+        self.scale = scale
+
+    def fit(self, X, y=None):
+        return self
+
+    def transform(self, X):
+        return X
+
+    def impute(self, X):
+        return X
+
+
+def test_an_estimator_added_later_registers_with_no_change(monkeypatch):
+    module = types.ModuleType("ddr_late_estimator")
+    module.LateEstimator = LateEstimator
+    monkeypatch.setitem(sys.modules, "ddr.late_estimator", module)
+    monkeypatch.setitem(ddr._EXPORTS, "LateEstimator", "ddr.late_estimator")
+    try:
+        ops = registry.refresh()
+        assert {
+            "LateEstimator.fit",
+            "LateEstimator.fit_transform",
+            "LateEstimator.transform",
+            "LateEstimator.impute",
+        } <= set(ops)
+        assert "LateEstimator.predict" not in ops
+        assert list(ops["LateEstimator.fit"].params) == ["scale"]
+    finally:
+        monkeypatch.undo()
+        registry.refresh()
+    assert "LateEstimator.fit" not in registry.ops()
+
+
+def test_missing_modules_are_reported_not_fatal(monkeypatch):
+    monkeypatch.setitem(ddr._EXPORTS, "NotYet", "ddr.not_yet_written")
+    try:
+        registry.refresh()
+        assert "NotYet" in registry.unavailable()
+        assert "PCA.fit" in registry.ops()
+    finally:
+        monkeypatch.undo()
+        registry.refresh()
+
+
+@pytest.mark.parametrize(
+    ("op", "params", "problem"),
+    [
+        ("PCA.fit", {"n_component": 2}, "unknown parameter 'n_component' for PCA (did you mean"),
+        ("KernelPCA.fit", {"n_components": "two"}, "parameter n_components: must be a valid"),
+        ("GaussianNB.fit", {"var_smoothing": -1}, "GaussianNB: var_smoothing must be"),
+        ("moments", {"nan_policy": "drop"}, "parameter nan_policy: must be 'raise' or 'omit'"),
+        ("load", {}, "missing required parameter 'path'"),
+    ],
+)
+def test_parameters_are_checked_before_any_data(op, params, problem):
+    messages = [m for _, m in registry.check_params(registry.get_op(op), params)]
+    assert any(m.startswith(problem) for m in messages), messages
+
+
+def test_good_parameters_pass():
+    assert registry.check_params(registry.get_op("PCA.fit"), {"n_components": 0.9}) == []
+    assert (
+        registry.check_params(
+            registry.get_op("KernelPCA.fit"), {"n_components": 2, "kernel": "rbf"}
+        )
+        == []
+    )

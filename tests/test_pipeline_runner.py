@@ -1,0 +1,211 @@
+"""The runner: results equal direct fits, outputs are complete with provenance, reruns resume
+by fingerprint, saved models are loaded instead of refitted, failures are reported."""
+
+from __future__ import annotations
+
+import json
+
+import dask
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+from pipeline_support import PIPELINES, ReadCounter, make_data
+
+import ddr
+from ddr.io import open_input, output_status, read_attrs
+from ddr.pipeline import RunError, plan_pipeline, run_plan
+from ddr.pipeline.reports import read_fingerprint
+
+QUICKSTART = PIPELINES / "quickstart.yaml"
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    return make_data(tmp_path_factory.mktemp("runner-data"))
+
+
+@pytest.fixture
+def here(data, monkeypatch, tmp_path):
+    """Run in a fresh directory that sees the module's datasets as ./demo.zarr etc."""
+    for name in ("demo.zarr", "demo-2.zarr", "demo-missing.zarr", "wide.zarr"):
+        (tmp_path / name).symlink_to(data / name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def run(path, overrides=(), *, force=False, resume=False):
+    plan = plan_pipeline(path, list(overrides), force=force, resume=resume)
+    with dask.config.set(scheduler="threads"):
+        return run_plan(plan, progress=False)
+
+
+def open_zarr(path):
+    return xr.open_zarr(path, consolidated=False)
+
+
+def test_quickstart_equals_direct_pca(here):
+    summary = run(QUICKSTART)
+    assert summary.status == "ok"
+    X = open_input("demo.zarr", "X")
+    with dask.config.set(scheduler="threads"):
+        pca = ddr.PCA(n_components=10).fit(X)
+        direct = pca.transform(X).values
+    with open_zarr("quickstart-output/scores.zarr") as ds:
+        assert ds["scores"].dims == ("sample", "component")
+        np.testing.assert_allclose(ds["scores"].values, direct, rtol=1e-12, atol=1e-12)
+    saved = ddr.load("quickstart-output/pca.model.zarr")
+    np.testing.assert_array_equal(saved.components_, pca.components_)
+    metrics = json.loads((here / "quickstart-output/pca-metrics.json").read_text())
+    np.testing.assert_allclose(
+        metrics["pca.explained_variance_ratio_"], pca.explained_variance_ratio_, rtol=1e-12
+    )
+    assert (here / "quickstart-output/scree.png").stat().st_size > 1000
+    assert read_fingerprint(here / "quickstart-output/scree.png") is not None
+    # one pass to fit, one to stream the scores
+    assert summary.passes == {"X": 2.0}
+    assert summary.planned_passes == {"X": "2"}
+
+
+def test_outputs_carry_provenance_and_are_complete(here):
+    run(QUICKSTART)
+    attrs = read_attrs("quickstart-output/scores.zarr")
+    assert attrs["ddr:status"] == "complete"
+    assert len(attrs["ddr:fingerprint"]) == 32
+    prov = attrs["ddr:provenance"]
+    assert prov["pipeline"]["name"] == "quickstart"
+    assert prov["pipeline"]["resolved"]["params"]["k"] == 10
+    assert prov["steps"]["pca"]["op"] == "PCA.fit"
+    assert prov["steps"]["pca"]["with"] == {"n_components": 10}
+    assert prov["inputs"]["X"]["shape"] == [3000, 12]
+    assert len(prov["inputs"]["X"]["fingerprint"]) == 32
+    assert {"ddr", "numpy", "dask", "zarr", "xarray"} <= set(prov["versions"])
+    assert attrs["history"].count("\n") == 0 and "Z: " in attrs["history"]
+    model_attrs = read_attrs("quickstart-output/pca.model.zarr")
+    assert model_attrs["ddr:model"] == "ddr.decomposition.pca.PCA"
+    assert model_attrs["ddr:provenance"]["output"]["kind"] == "model"
+    summary = json.loads((here / "quickstart-output/run-summary.json").read_text())
+    assert summary["status"] == "ok" and summary["wall_seconds"] > 0
+    assert [s["id"] for s in summary["steps"]] == ["pca", "scores"]
+    assert summary["steps"][0]["passes"] == {"X": 1.0}
+
+
+def test_rerun_skips_complete_outputs_without_reading(here):
+    run(QUICKSTART)
+    with ReadCounter() as counter:
+        plan = plan_pipeline(QUICKSTART)
+        assert all(o.action == "skip" for o in plan.outputs)
+        assert plan.phases == []
+        summary = run(QUICKSTART)
+    assert counter.read(here / "demo.zarr", "X") == 0
+    assert all(o.action == "skipped" for o in summary.outputs)
+    assert all(s.action == "skipped" for s in summary.steps)
+
+
+def test_changed_param_rewrites_outdated_outputs(here):
+    run(QUICKSTART)
+    old = read_attrs("quickstart-output/scores.zarr")["ddr:fingerprint"]
+    plan = plan_pipeline(QUICKSTART, ["k=3"])
+    assert {o.reason for o in plan.outputs} == {"complete but outdated (fingerprint differs)"}
+    run(QUICKSTART, ["k=3"])
+    assert read_attrs("quickstart-output/scores.zarr")["ddr:fingerprint"] != old
+    with open_zarr("quickstart-output/scores.zarr") as ds:
+        assert ds["scores"].shape == (3000, 3)
+
+
+def test_resume_loads_a_complete_model_instead_of_refitting(here):
+    run(QUICKSTART)
+    model_fp = read_attrs("quickstart-output/pca.model.zarr")["ddr:fingerprint"]
+    # an interrupted run: the scores output lost its completion marker
+    group = zarr.open_group("quickstart-output/scores.zarr", mode="r+")
+    group.attrs["ddr:status"] = "incomplete"
+    plan = plan_pipeline(QUICKSTART)
+    assert plan.steps["pca"].action == "load"
+    actions = {o.path.rsplit("/", 1)[-1]: o.action for o in plan.outputs}
+    assert actions["scores.zarr"] == "overwrite" and actions["pca.model.zarr"] == "skip"
+    with ReadCounter() as counter:
+        summary = run(QUICKSTART)
+    steps = {s.id: s for s in summary.steps}
+    assert steps["pca"].action == "loaded" and steps["pca"].passes == {}
+    assert counter.passes(here / "demo.zarr", "X") == pytest.approx(1.0)  # the scores only
+    assert output_status("quickstart-output/scores.zarr") == "complete"
+    assert read_attrs("quickstart-output/pca.model.zarr")["ddr:fingerprint"] == model_fp
+
+
+def test_fit_once_apply_many_equals_direct(here):
+    run(PIPELINES / "fit-once.yaml")
+    summary = run(PIPELINES / "apply-saved.yaml", ["second=demo-2.zarr"])
+    assert {s.id: s.action for s in summary.steps}["pca"] == "loaded"
+    X = open_input("demo.zarr", "X")
+    X2 = open_input("demo-2.zarr", "X")
+    y = open_input("demo.zarr", "y")
+    with dask.config.set(scheduler="threads"):
+        scaler = ddr.StandardScaler().fit(X)
+        pca = ddr.PCA(n_components=5).fit(scaler.transform(X))
+        nb = ddr.GaussianNB().fit(X, y)
+        expected = {
+            "first.zarr": (pca.transform(scaler.transform(X)).values, nb.predict(X).values),
+            "second.zarr": (pca.transform(scaler.transform(X2)).values, nb.predict(X2).values),
+        }
+    for name, (scores, labels) in expected.items():
+        with open_zarr(f"applied-output/{name}") as ds:
+            np.testing.assert_allclose(ds["scores"].values, scores, rtol=1e-10, atol=1e-10)
+            np.testing.assert_array_equal(ds["label"].values, labels)
+
+
+def test_score_op_and_statistic_readouts(here, tmp_path):
+    text = """
+ddr: 1
+name: scores
+inputs:
+  X: {path: demo.zarr, array: X}
+  y: {path: demo.zarr, array: y}
+steps:
+  nb: {op: GaussianNB.fit, inputs: {X: X, y: y}}
+  acc: {op: GaussianNB.score, inputs: {model: nb, X: X, y: y}}
+  mom: {op: moments, inputs: {X: X}, with: {diagonal: true}}
+outputs:
+  - {kind: metrics, from: {accuracy: acc, mean: mom.mean, var: mom.variance}, path: m.json}
+  - {kind: zarr, from: {theta: nb.theta_}, path: theta.zarr}
+"""
+    path = tmp_path / "scores.yaml"
+    path.write_text(text)
+    summary = run(path)
+    X = open_input("demo.zarr", "X")
+    y = open_input("demo.zarr", "y")
+    with dask.config.set(scheduler="threads"):
+        nb = ddr.GaussianNB().fit(X, y)
+        acc = nb.score(X, y)
+    metrics = json.loads((tmp_path / "m.json").read_text())
+    assert metrics["accuracy"] == pytest.approx(acc, abs=1e-12)
+    np.testing.assert_allclose(metrics["mean"], X.values.astype(np.float64).mean(0), rtol=1e-6)
+    np.testing.assert_allclose(metrics["var"], X.values.astype(np.float64).var(0), rtol=1e-6)
+    with open_zarr(tmp_path / "theta.zarr") as ds:
+        assert ds["theta"].dims == ("class", "feature")
+        np.testing.assert_array_equal(ds["theta"].values, nb.theta_)
+    assert {s.id: s.action for s in summary.steps}["acc"] == "computed"
+
+
+def test_failed_step_is_reported_and_leaves_no_complete_output(here, tmp_path):
+    text = """
+ddr: 1
+name: fails
+inputs:
+  X: {path: demo.zarr, array: X, isel: {sample: "0:3"}}
+  y: {path: demo.zarr, array: y, isel: {sample: "0:3"}}
+steps:
+  nb: {op: GaussianNB.fit, inputs: {X: X, y: y}, with: {priors: [0.5, 0.25, 0.25]}}
+  pred: {op: GaussianNB.predict, inputs: {model: nb, X: X}}
+outputs:
+  - {kind: zarr, from: pred, path: pred.zarr}
+run: {summary: summary.json}
+"""
+    path = tmp_path / "fails.yaml"
+    path.write_text(text)
+    labels = open_input("demo.zarr", "y").values[:3]
+    assert len(np.unique(labels)) != 3  # so the given priors cannot match the classes
+    with pytest.raises(RunError, match=r"step nb \(GaussianNB.fit\): ValueError"):
+        run(path)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "failed" and "GaussianNB.fit" in summary["error"]
+    assert output_status(tmp_path / "pred.zarr") == "missing"
