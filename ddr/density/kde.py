@@ -496,6 +496,21 @@ class KernelDensity(DDRMixin, BaseEstimator):
         noise = sample_kernel(self.kernel, d, n_samples, rng)
         return centers + self.bandwidth_ * noise @ self.kernel_cholesky_.T
 
+    # ------------------------------------------------------------- persistence
+    def _get_state(self) -> dict[str, Any]:
+        """Fitted state for ``save``: an exact model's dask training data is read into memory
+        (the estimate needs every training point)."""
+        params = self.get_params(deep=False)
+        state = {k: v for k, v in vars(self).items() if k not in params}
+        for name in ("X_fit_", "sample_weight_fit_"):
+            if is_dask(state.get(name)):
+                state[name] = np.asarray(state[name].compute())
+        return state
+
+    def _set_state(self, state: dict[str, Any]) -> None:
+        for k, v in state.items():
+            setattr(self, k, v)
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
