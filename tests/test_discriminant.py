@@ -289,6 +289,22 @@ def test_declared_class_never_seen(rng):
             Est(priors=[0.25] * 4).partial_fit(X, y, classes=[0, 1, 2, 7]).predict(X)
 
 
+@pytest.mark.parametrize("dtype", [np.int16, np.uint8, str, object])
+def test_string_and_integer_labels(dtype):
+    X, y = load_wine(return_X_y=True)
+    names = np.array(["barolo", "grignolino", "barbera"])
+    yl = names[y].astype(dtype) if dtype in (str, object) else (y * 7 + 3).astype(dtype)
+    for Est, Ref in [
+        (ddr.QuadraticDiscriminantAnalysis, skda.QuadraticDiscriminantAnalysis),
+        (ddr.LinearDiscriminantAnalysis, skda.LinearDiscriminantAnalysis),
+    ]:
+        est, ref = Est().fit(X, yl), Ref().fit(X, yl)
+        np.testing.assert_array_equal(est.classes_, ref.classes_)
+        np.testing.assert_array_equal(est.predict(X), ref.predict(X))
+        lazy = est.predict(da.from_array(X, chunks=(50, -1))).compute()
+        np.testing.assert_array_equal(lazy, ref.predict(X))
+
+
 def test_one_class_and_nan_labels(rng):
     X, y = blobs(rng, n=100)
     for Est in (ddr.QuadraticDiscriminantAnalysis, ddr.LinearDiscriminantAnalysis):

@@ -39,14 +39,18 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ddr.base import FEATURE, DDRMixin, map_rows
 from ddr.stats import compute
-from ddr.stats._checks import check_labels
+from ddr.stats._checks import check_labels, label_kind
 from ddr.stats._input import Rows, is_dask, is_xarray
 from ddr.stats.base import Statistic, StatSpec
 
 __all__ = [
     "FEATURE",
     "BaseGenerativeClassifier",
+    "check_alpha",
     "check_priors",
+    "class_log_prior",
+    "discrete_class_log_prior",
+    "empirical_or_given",
     "joint_log_likelihood_block",
     "log_proba_block",
     "predict_block",
@@ -155,8 +159,6 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator):
     _fit_dtype: Any = (np.float64, np.float32)
     #: whether an unseen declared class has a likelihood (smoothed categorical models)
     _defined_without_data: bool = False
-    #: whether ``fit`` accepts ``sample_weight``
-    _accepts_sample_weight: bool = True
 
     # --------------------------------------------------------------- subclass hooks
     def _statistics(self) -> dict[str, StatSpec]:  # pragma: no cover - abstract
@@ -304,8 +306,9 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator):
         batch = self._one_pass(X, y, sample_weight, sample_dim, reset=first)
         known = declared if first else self.classes_
         new = next(iter(batch.values())).classes
-        unknown = np.setdiff1d(new, known) if new.dtype.kind == known.dtype.kind else new
-        if unknown.size or (new.size and new.dtype.kind != known.dtype.kind):
+        same_kind = label_kind(new) == label_kind(known)
+        unknown = np.setdiff1d(new, known) if same_kind else new
+        if unknown.size:
             raise ValueError(
                 f"The target label(s) {np.asarray(unknown).tolist()} in y do not exist in the "
                 f"initial classes {known.tolist()}"
