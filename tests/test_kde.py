@@ -3,6 +3,7 @@ kernel normalisation, dask blockwise scoring, the binned mode's error, cv, sampl
 
 from __future__ import annotations
 
+import itertools
 import warnings
 
 import dask
@@ -10,6 +11,8 @@ import dask.array as da
 import numpy as np
 import pytest
 import xarray as xr
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import integrate
 from scipy.stats import gaussian_kde
 from sklearn.datasets import load_iris, load_wine
@@ -17,6 +20,7 @@ from sklearn.neighbors import KernelDensity as SkKDE
 from sklearn.utils.estimator_checks import check_estimator
 
 import ddr
+from ddr.density._binned import LatticeHistogram
 from ddr.density._kernels import (
     KERNELS,
     _log_sphere_surface,
@@ -189,6 +193,37 @@ def test_binned_error_against_exact(rng, d):
     # the binned lattice is the same whatever the chunking (one mergeable pass)
     again = ddr.KernelDensity(algorithm="binned").fit(da.from_array(X, chunks=(7500, -1)))
     np.testing.assert_allclose(again.score_samples(Q), lb, rtol=1e-10)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    cuts=st.lists(st.integers(1, 599), max_size=5, unique=True),
+    scale=st.sampled_from([1e-3, 1.0, 1e4]),
+)
+def test_lattice_histogram_merge_is_exact_and_order_free(cuts, scale):
+    """2-D multilinear binning merges associatively and commutatively, keeps the total
+    weight and the mean of the points exactly (linear binning preserves first moments)."""
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((600, 2)) * [scale, 3 * scale] + [5 * scale, -scale]
+    w = rng.uniform(0.5, 2.0, size=600)
+    edges = [0, *sorted(cuts), 600]
+    parts = [
+        LatticeHistogram.from_block(X[a:b], sample_weight=w[a:b], n_bins=64)
+        for a, b in itertools.pairwise(edges)
+    ]
+    forward = parts[0]
+    for p in parts[1:]:
+        forward = forward.merge(p)
+    backward = parts[-1]
+    for p in parts[-2::-1]:
+        backward = backward.merge(p)
+    np.testing.assert_array_equal(forward.exponent, backward.exponent)
+    np.testing.assert_allclose(forward.counts, backward.counts, rtol=1e-12, atol=1e-12)
+    assert forward.counts.sum() == pytest.approx(w.sum(), rel=1e-12)
+    axes = [forward.origin[a] + np.arange(64) * forward.spacing[a] for a in range(2)]
+    G = np.stack(np.meshgrid(*axes, indexing="ij"), -1)
+    mean = np.einsum("ij,ijk->k", forward.counts, G) / forward.counts.sum()
+    np.testing.assert_allclose(mean, np.average(X, axis=0, weights=w), rtol=1e-10)
 
 
 def test_auto_algorithm():
