@@ -960,8 +960,12 @@ def run_plan(
             say(f"dask dashboard: {runner.client.dashboard_link}")
     report: Any = contextlib.nullcontext()
     if performance_report:
+        import importlib.util
+
         if runner.client is None:
             say("note: a performance report needs a distributed scheduler; none written")
+        elif importlib.util.find_spec("bokeh") is None:
+            say("note: a performance report needs bokeh (pip install 'bokeh>=3.1'); none written")
         else:
             from distributed import performance_report as _report
 
