@@ -51,8 +51,12 @@ _LOG_2PI = float(np.log(2 * np.pi))
 
 
 # ------------------------------------------------------------- blockwise maps
-def _posterior_rows(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: float):
-    """Posterior means, per-row M^{-1} (or the shared one) and log-likelihoods of a block."""
+def _posterior_rows(
+    X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: float
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None, np.ndarray, np.ndarray]:
+    """Posteriors of some rows: means (n, q), the shared M^{-1} (q, q), the per-row M^{-1} of
+    the rows with missing entries (their mask and (n_partial, q, q)) or None, the
+    log-likelihoods (n,) and the NaN mask (n, d)."""
     params = PPCAParams(W, mu, s2)
     Y = np.subtract(X, mu, dtype=np.float64)
     nan = np.isnan(Y)
@@ -75,11 +79,24 @@ def _posterior_rows(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: float):
     return Ez, minv, minv_rows, ll, nan
 
 
-def _transform_block(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: float) -> np.ndarray:
+#: Rows per sub-block of the blockwise maps: bounds the (rows, q, q) temporaries of rows
+#: with missing entries to a few MiB whatever the chunk size.
+_MAP_ROWS = 4096
+
+
+def _by_rows(fn: Any, X: np.ndarray, *args: Any) -> np.ndarray:
+    if X.shape[0] <= _MAP_ROWS:
+        return fn(X, *args)
+    return np.concatenate(
+        [fn(X[i : i + _MAP_ROWS], *args) for i in range(0, X.shape[0], _MAP_ROWS)], axis=0
+    )
+
+
+def _transform_rows(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: float) -> np.ndarray:
     return _posterior_rows(X, W, mu, s2)[0]
 
 
-def _cov_block(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: float) -> np.ndarray:
+def _cov_rows(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: float) -> np.ndarray:
     _, minv, minv_rows, _, _ = _posterior_rows(X, W, mu, s2)
     cov = np.broadcast_to(s2 * minv, (X.shape[0], *minv.shape)).copy()
     if minv_rows is not None:
@@ -87,17 +104,37 @@ def _cov_block(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: float) -> np.nd
     return cov
 
 
-def _score_block(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: float) -> np.ndarray:
+def _score_rows(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: float) -> np.ndarray:
     return _posterior_rows(X, W, mu, s2)[3]
 
 
-def _impute_block(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: float) -> np.ndarray:
+def _impute_rows(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: float) -> np.ndarray:
     Ez, _, _, _, nan = _posterior_rows(X, W, mu, s2)
     out = np.array(X, dtype=X.dtype if X.dtype.kind == "f" else np.float64, copy=True)
     if nan.any():
         recon = Ez @ W.T + mu  # E[x_missing | x_observed] = mu_M + W_M E[z]
         out[nan] = recon[nan]
     return out
+
+
+def _transform_block(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: float) -> np.ndarray:
+    """Posterior means of a block, shape (n, q)."""
+    return _by_rows(_transform_rows, X, W, mu, s2)
+
+
+def _cov_block(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: float) -> np.ndarray:
+    """Posterior covariances of a block, shape (n, q, q)."""
+    return _by_rows(_cov_rows, X, W, mu, s2)
+
+
+def _score_block(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: float) -> np.ndarray:
+    """Log-likelihood of each row's observed entries, shape (n,)."""
+    return _by_rows(_score_rows, X, W, mu, s2)
+
+
+def _impute_block(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: float) -> np.ndarray:
+    """The block with NaN replaced by their conditional expectations, shape (n, d)."""
+    return _by_rows(_impute_rows, X, W, mu, s2)
 
 
 def _inverse_block(Z: np.ndarray, W: np.ndarray, mu: np.ndarray) -> np.ndarray:
