@@ -14,6 +14,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import dask
 import dask.array as da
 import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -196,6 +197,11 @@ def map_rows(
     """
     X = rows.data
     if rows.is_lazy:
+        # big fitted arrays go into the graph once, as their own keys, not into every task
+        args = tuple(
+            dask.delayed(a, pure=True) if isinstance(a, np.ndarray) and a.nbytes > 2**20 else a
+            for a in args
+        )
         if n_out is None:
             out = X.map_blocks(
                 fn,

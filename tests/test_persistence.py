@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import zarr
 
 import ddr
@@ -73,6 +74,9 @@ def assert_same_state(a, b, where: str = "") -> None:
         assert_same_state(a.to_dict(), b.to_dict(), where)
     elif isinstance(a, float) and np.isnan(a):
         assert np.isnan(b), where
+    elif sp.issparse(a):
+        assert a.format == b.format and a.shape == b.shape and a.dtype == b.dtype, where
+        np.testing.assert_array_equal(a.toarray(), b.toarray(), err_msg=where)
     elif hasattr(a, "get_params"):
         assert_same_state(vars(a), vars(b), where)
     elif dataclasses.is_dataclass(a):

@@ -72,7 +72,8 @@ class _Encoder:
             sub = self.group.create_group(key)
             fields = value.to_dict()
             sub.attrs["fields"] = _Encoder(sub).encode(fields, where)
-            return {"__statistic__": key}
+            cls = type(value)
+            return {"__statistic__": key, "class": f"{cls.__module__}.{cls.__qualname__}"}
         if dataclasses.is_dataclass(value) and not isinstance(value, type) and _in_ddr(value):
             cls = type(value)
             fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
@@ -107,7 +108,7 @@ class _Encoder:
             key,
             shape=arr.shape,
             dtype=arr.dtype,
-            chunks=arr.shape or None,
+            chunks=arr.shape,
             compressors=None if arr.size < 4096 else "auto",
         )
         if arr.size:
@@ -146,7 +147,10 @@ class _Decoder:
             return {k: self.decode(v) for k, v in value["__dict__"].items()}
         if "__statistic__" in value:
             sub = self.group[value["__statistic__"]]
-            return statistic_from_dict(_Decoder(sub).decode(sub.attrs["fields"]))
+            fields = _Decoder(sub).decode(sub.attrs["fields"])
+            if "class" in value:  # statistics may live next to their estimator
+                return _ddr_class(value["class"]).from_dict(fields)
+            return statistic_from_dict(fields)
         if "__estimator__" in value:
             return _read_estimator(self.group[value["__estimator__"]])
         if "__dataclass__" in value:

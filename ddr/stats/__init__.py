@@ -11,12 +11,18 @@ from ddr.stats.class_moments import ClassMoments
 from ddr.stats.engine import compute, lazy
 from ddr.stats.histogram import Histogram
 from ddr.stats.moments import Moments
+from ddr.stats.pairwise_moments import PairwiseMoments
+from ddr.stats.ppca_sums import PPCASums
+from ddr.stats.sketch import CentredProduct
 
 __all__ = [
     "CategoricalCounts",
+    "CentredProduct",
     "ClassMoments",
     "Histogram",
     "Moments",
+    "PPCASums",
+    "PairwiseMoments",
     "StatSpec",
     "Statistic",
     "compute",
