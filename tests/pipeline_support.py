@@ -43,19 +43,6 @@ OVERRIDES = {
 REQUIRES = {"apply-saved": "fit-once"}
 
 
-#: the message of a known bug in ddr.io.models (0-d arrays are created with chunks=None);
-#: pipelines that save such models fail with it until that is fixed
-ZERO_D_SAVE_BUG = "Expected an integer or an iterable of integers. Got None instead."
-
-
-def xfail_if_zero_d_save_bug(text: str) -> None:
-    """Mark the running test xfail when (and only when) it failed on that known bug."""
-    import pytest
-
-    if ZERO_D_SAVE_BUG in text:
-        pytest.xfail("ddr.io.models cannot save 0-d arrays yet (chunks=arr.shape or None)")
-
-
 def example_names() -> list[str]:
     """Every pipeline in pipelines/, in an order that satisfies REQUIRES."""
     names = sorted(p.stem for p in PIPELINES.glob("*.yaml"))

@@ -19,37 +19,16 @@ from pipeline_support import (
     CLUSTER_CONFIGS,
     OVERRIDES,
     PIPELINES,
-    REQUIRES,
-    ZERO_D_SAVE_BUG,
     example_names,
     make_data,
-    xfail_if_zero_d_save_bug,
 )
 from typer.testing import CliRunner
 
 from ddr.cli import app
 from ddr.io import output_status
-from ddr.pipeline import PipelineError, RunError, plan_pipeline, run_plan
+from ddr.pipeline import plan_pipeline, run_plan
 
 NAMES = example_names()
-#: pipelines that hit the known persistence bug in this session (their dependents follow)
-BLOCKED: set[str] = set()
-
-
-def _plan_or_xfail(name, overrides, **kwargs):
-    try:
-        return plan_pipeline(PIPELINES / f"{name}.yaml", overrides, **kwargs)
-    except PipelineError:
-        if REQUIRES.get(name) in BLOCKED:
-            BLOCKED.add(name)
-            pytest.xfail(f"needs the models {REQUIRES[name]} saves (known persistence bug)")
-        raise
-
-
-def _xfail_if_bug(name, text):
-    if ZERO_D_SAVE_BUG in text:
-        BLOCKED.add(name)
-    xfail_if_zero_d_save_bug(text)
 
 
 def test_there_is_a_pipeline_per_family():
@@ -103,13 +82,9 @@ def local_dir(data, tmp_path_factory):
 @pytest.mark.parametrize("name", NAMES)
 def test_pipeline_runs_on_a_local_cluster(name, local_dir, monkeypatch, client):
     monkeypatch.chdir(local_dir)
-    plan = _plan_or_xfail(name, OVERRIDES.get(name, []))
+    plan = plan_pipeline(PIPELINES / f"{name}.yaml", OVERRIDES.get(name, []))
     report = local_dir / f"{name}-report.html" if name == "quickstart" else None
-    try:
-        summary = run_plan(plan, progress=False, performance_report=report)
-    except RunError as exc:
-        _xfail_if_bug(name, str(exc))
-        raise
+    summary = run_plan(plan, progress=False, performance_report=report)
     assert summary.status == "ok"
     assert summary.scheduler.startswith("distributed"), summary.scheduler
     assert summary.dashboard is None or summary.dashboard.startswith("http")
@@ -205,8 +180,6 @@ def address_dir(data, tmp_path_factory):
 @pytest.mark.parametrize("name", NAMES)
 def test_pipeline_runs_on_a_separate_scheduler(name, address_dir, monkeypatch, scheduler_address):
     monkeypatch.chdir(address_dir)
-    if REQUIRES.get(name) in BLOCKED:
-        _plan_or_xfail(name, OVERRIDES.get(name, []))
     config = str(CLUSTER_CONFIGS / "address.yaml")
     args = [
         "run",
@@ -223,8 +196,6 @@ def test_pipeline_runs_on_a_separate_scheduler(name, address_dir, monkeypatch, s
         args += ["--set", s]
     with dask.config.set(scheduler="sync"):  # the CLI must switch to the cluster itself
         result = CliRunner().invoke(app, args)
-    if result.exit_code != 0:
-        _xfail_if_bug(name, result.output)
     assert result.exit_code == 0, result.output
     summary = json.loads((address_dir / "summaries" / f"{name}.json").read_text())
     assert summary["status"] == "ok"

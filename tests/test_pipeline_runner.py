@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
-from pipeline_support import PIPELINES, ReadCounter, make_data, xfail_if_zero_d_save_bug
+from pipeline_support import PIPELINES, ReadCounter, make_data
 
 import ddr
 from ddr.io import open_input, output_status, read_attrs
@@ -152,11 +152,7 @@ def test_resume_loads_a_complete_model_instead_of_refitting(here):
 
 
 def test_fit_once_apply_many_equals_direct(here):
-    try:
-        run(PIPELINES / "fit-once.yaml")
-    except RunError as exc:
-        xfail_if_zero_d_save_bug(str(exc))
-        raise
+    run(PIPELINES / "fit-once.yaml")
     summary = run(PIPELINES / "apply-saved.yaml", ["second=demo-2.zarr"])
     assert {s.id: s.action for s in summary.steps}["pca"] == "loaded"
     X = open_input("demo.zarr", "X")

@@ -10,8 +10,9 @@ change here:
 - ``Est.transform``, ``Est.inverse_transform``, ``Est.predict``, ``Est.predict_proba``,
   ``Est.score_samples``, ``Est.impute`` (role ``model`` plus the method's own roles) give
   lazy arrays; ``Est.score`` gives a number;
-- ``moments``, ``class_moments``, ``categorical_counts``, ``histogram``: one statistic
-  (parameters: the statistic's options);
+- ``moments``, ``class_moments``, ``categorical_counts``, ``histogram``,
+  ``pairwise_moments`` (every public statistic of ``ddr.stats`` whose options all have
+  defaults): one statistic (parameters: the statistic's options);
 - ``load``: a saved model (``with: {path: ...}``).
 
 Parameters (``with:``) are checked against the estimator's constructor before any data is
@@ -52,13 +53,6 @@ APPLY_METHODS = (
     "score",
 )
 FIT_METHODS = ("fit", "fit_transform")
-#: statistics exposed as ops: op name -> class name in ddr.stats
-STATISTICS = {
-    "moments": "Moments",
-    "class_moments": "ClassMoments",
-    "categorical_counts": "CategoricalCounts",
-    "histogram": "Histogram",
-}
 #: read-outs of statistics that ``step.NAME`` may name (zero-argument methods or attributes)
 READOUTS = {
     "Moments": ("count", "mean", "covariance", "variance", "std", "correlation", "total_variance"),
@@ -75,6 +69,7 @@ READOUTS = {
     ),
     "CategoricalCounts": ("classes", "counts", "class_counts"),
     "Histogram": ("classes", "counts", "class_counts", "bin_width"),
+    "PairwiseMoments": ("count", "mean", "covariance"),
 }
 #: classes whose ``n_components`` may not exceed min(n_samples, n_features) (per input)
 _RANK_LIMITED = ("PCA", "PPCA", "CCA")
@@ -252,15 +247,34 @@ def _statistic_op(op_name: str, cls: type) -> Op:
     )
 
 
-def _build() -> dict[str, Op]:
-    import ddr
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def statistics() -> dict[str, type]:
+    """The public statistics of ``ddr.stats`` that a pipeline can configure (every option of
+    ``from_block`` has a default), by op name: ``Moments`` -> ``moments``."""
     import ddr.stats
 
+    out = {}
+    for name in ddr.stats.__all__:
+        cls = getattr(ddr.stats, name, None)
+        if not (isinstance(cls, type) and issubclass(cls, ddr.stats.Statistic)):
+            continue
+        if cls is ddr.stats.Statistic:
+            continue
+        options = inspect.signature(cls.from_block).parameters.values()
+        if all(p.default is not p.empty for p in options if p.kind == p.KEYWORD_ONLY):
+            out[_snake(name)] = cls
+    return out
+
+
+def _build() -> dict[str, Op]:
+    import ddr
+
     ops: dict[str, Op] = {}
-    for op_name, cls_name in STATISTICS.items():
-        cls = getattr(ddr.stats, cls_name, None)
-        if cls is not None:
-            ops[op_name] = _statistic_op(op_name, cls)
+    for op_name, cls in statistics().items():
+        ops[op_name] = _statistic_op(op_name, cls)
     ops["load"] = Op(
         "load",
         "load",
