@@ -292,3 +292,36 @@ outputs:
     with open_zarr(tmp_path / "v.zarr") as ds:
         np.testing.assert_allclose(ds["a"].values, a, rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(ds["b"].values, b, rtol=1e-9, atol=1e-9)
+
+
+def test_string_labels_from_zarr_v3(here, tmp_path):
+    X = open_input("demo.zarr", "X").values
+    labels = np.array(["alpha", "beta", "gamma"])[open_input("demo.zarr", "y").values]
+    xr.Dataset(
+        {
+            "X": (("sample", "feature"), X),
+            "y": (("sample",), labels.astype(np.dtypes.StringDType())),
+        }
+    ).chunk({"sample": 500}).to_zarr(tmp_path / "str.zarr", zarr_format=3, consolidated=False)
+    text = """
+ddr: 1
+name: strings
+inputs:
+  X: {path: str.zarr, array: X}
+  y: {path: str.zarr, array: y}
+steps:
+  nb: {op: GaussianNB.fit, inputs: {X: X, y: y}}
+  pred: {op: GaussianNB.predict, inputs: {model: nb, X: X}}
+outputs:
+  - {kind: zarr, from: pred, coords: {truth: y}, path: out.zarr}
+  - {kind: plot, plot: confusion, from: pred, labels: y, path: confusion.png}
+"""
+    (tmp_path / "s.yaml").write_text(text)
+    with ReadCounter() as counter:
+        run(tmp_path / "s.yaml")
+    # one pass to fit, one to write the predictions and count the confusion matrix
+    assert counter.passes(tmp_path / "str.zarr", "X") == pytest.approx(2.0)
+    expected = ddr.GaussianNB().fit(X, labels).predict(X)
+    with open_zarr(tmp_path / "out.zarr") as ds:
+        np.testing.assert_array_equal(ds["pred"].values.astype(object).astype(str), expected)
+        np.testing.assert_array_equal(ds["truth"].values.astype(object).astype(str), labels)

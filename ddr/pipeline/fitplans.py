@@ -34,15 +34,23 @@ def _sample_dim(args: dict[str, Any]) -> Any:
 
 
 def _aligned(args: dict[str, Any]) -> dict[str, Any]:
-    """1-D per-sample arrays named along X's sample dim (labels stored as ``(index,)``)."""
+    """1-D per-sample arrays named along X's sample dim (labels stored as ``(index,)``), and
+    variable-length strings (numpy's StringDType, what Zarr v3 string arrays read as) as
+    object arrays of str, the string labels the estimators take."""
     sdim = _sample_dim(args)
-    if sdim is None:
-        return dict(args)
     out = {}
     for role, value in args.items():
         dims = getattr(value, "dims", None)
-        if role != "X" and dims is not None and len(dims) == 1 and dims[0] != sdim:
+        if (
+            sdim is not None
+            and role != "X"
+            and dims is not None
+            and len(dims) == 1
+            and dims[0] != sdim
+        ):
             value = value.rename({dims[0]: sdim})
+        if role != "X" and getattr(getattr(value, "dtype", None), "kind", None) == "T":
+            value = value.astype(object)
         out[role] = value
     return out
 

@@ -154,9 +154,14 @@ def merge_confusion(parts: Any) -> tuple[list[str], np.ndarray]:
     return _merge_counts(list(np.asarray(parts, dtype=object).ravel()))
 
 
+def _as_str(a: Any) -> np.ndarray:
+    # through object: numpy's StringDType (Zarr v3 strings) does not cast to "U" directly
+    return np.asarray(a).astype(object).astype(str)
+
+
 def _pair_counts(pred: np.ndarray, truth: np.ndarray) -> dict[tuple[Any, Any], int]:
     pairs, counts = np.unique(
-        np.stack([np.asarray(truth).astype(str), np.asarray(pred).astype(str)], axis=1),
+        np.stack([_as_str(truth), _as_str(pred)], axis=1),
         axis=0,
         return_counts=True,
     )

@@ -642,7 +642,7 @@ class _Runner:
                     f"output {_rel(out.path)}",
                 )
             ds = ds.assign_coords({cname: (sdim, arr.data)})
-        ds = _regular_chunks(ds)
+        ds = _regular_chunks(_variable_strings(ds))
         attrs = dict(spec.attrs)
         attrs.setdefault("title", f"{self.plan.pipeline.name}: {', '.join(out.refs.values())}")
         pending = write_zarr(
@@ -754,6 +754,19 @@ class _Runner:
 
 
 # ------------------------------------------------------------------------ helpers
+def _variable_strings(ds: Any) -> Any:
+    """Lazy fixed-width strings (string class labels) as numpy's variable-length StringDType:
+    xarray writes those lazily to Zarr v3 strings, where object arrays would be computed
+    first to find their type (an extra pass over the input)."""
+    import dask.array as da
+
+    out = {}
+    for name, var in ds.variables.items():
+        if isinstance(var.data, da.Array) and var.dtype.kind == "U":
+            out[name] = var.copy(data=var.data.astype(np.dtypes.StringDType()))
+    return ds.assign(out) if out else ds
+
+
 def _regular_chunks(ds: Any) -> Any:
     """Dask variables rechunked so every chunk but the last has the size of the first (what
     ``ddr.io.write_zarr`` also does), so each dask chunk is exactly one Zarr chunk."""
@@ -788,7 +801,7 @@ def _raw_writes(path: Path, ds: Any) -> list[tuple[Any, Any]] | None:
         enc = var.encoding
         if any(k in enc for k in ("scale_factor", "add_offset", "units", "calendar")):
             return None
-        if data.dtype.kind not in "biufU" and data.dtype.kind != "O":
+        if data.dtype.kind not in "biufUOT":
             return None
         if any(np.isnan(c) for cs in data.chunks for c in cs):
             return None
@@ -798,7 +811,7 @@ def _raw_writes(path: Path, ds: Any) -> list[tuple[Any, Any]] | None:
             )
         except Exception:
             return None
-        if data.dtype.kind in "UO":
+        if data.dtype.kind in "UOT":
             if target.dtype.kind not in "OUT" and "str" not in str(target.dtype).lower():
                 return None
             data = data.astype(object)
