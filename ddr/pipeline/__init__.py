@@ -37,7 +37,7 @@ _WHERE = {
     "load_document": "ddr.pipeline.loader",
     "Plan": "ddr.pipeline.planner",
     "plan_pipeline": "ddr.pipeline.planner",
-    "RunSummary": "ddr.pipeline.runner",
+    "RunSummary": "ddr.pipeline.summary",
     "run_plan": "ddr.pipeline.runner",
 }
 

@@ -1,0 +1,390 @@
+"""The planner's checks of outputs, and what to do with each existing one.
+
+Mixed into the planner: each output's references must exist and be of a kind the output
+can write (arrays to Zarr, models as models, small values as metrics, the right source for
+each plot), dims must match, paths must not touch an input or another output, and an
+existing output is kept, rewritten or refused according to ``if_exists``, its status and
+its fingerprint.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from typing import Any
+
+from ddr.pipeline.plan import (
+    FINGERPRINT_ATTR,
+    OutputPlan,
+    StepPlan,
+    ValueMeta,
+    _a,
+    _abspath,
+    _did_you_mean,
+    _related,
+    _shape,
+)
+from ddr.pipeline.schema import ModelOutput, Output, PlotOutput, ZarrOutput, split_ref
+
+__all__ = ["OutputChecks"]
+
+
+class OutputChecks:
+    """Output checks of :class:`ddr.pipeline.planner._Planner` (uses its state)."""
+
+    doc: Any
+    inputs: dict[str, Any]
+    steps: dict[str, StepPlan]
+    outputs: list[OutputPlan]
+    bad_steps: set[str]
+    force: bool
+    resume: bool
+
+    def problem(self, path: tuple[Any, ...], message: str, *, key: bool = False) -> None:
+        raise NotImplementedError  # pragma: no cover - provided by the planner
+
+    def _resolve(self, ref: str, where: tuple[Any, ...]) -> ValueMeta | None:
+        raise NotImplementedError  # pragma: no cover - provided by the planner
+
+    def _output(self, i: int, spec: Output, default_if_exists: str) -> None:
+        src = spec.from_
+        if isinstance(src, str):
+            refs = {(getattr(spec, "name", None) or src.replace(".", "_")): src}
+        elif isinstance(src, list):
+            refs = {r: r for r in src}
+        else:
+            refs = dict(src)
+        if isinstance(spec, ZarrOutput):
+            for cname, ref in spec.coords.items():
+                refs[f"coord:{cname}"] = ref
+        if isinstance(spec, PlotOutput) and spec.labels:
+            refs["labels"] = spec.labels
+        if_exists = spec.if_exists or default_if_exists
+        if self.force:
+            if_exists = "overwrite"
+        elif self.resume:
+            if_exists = "skip-if-complete"
+        out = OutputPlan(i, spec, _abspath(spec.path), if_exists, refs)
+        metas: dict[str, ValueMeta] = {}
+        ok = True
+        for key, ref in refs.items():
+            path = self._output_ref_path(i, spec, key)
+            head, _ = split_ref(ref)
+            if head not in self.inputs and head not in self.steps and head not in self.bad_steps:
+                raw_inputs = self.doc.data.get("inputs")
+                if not (isinstance(raw_inputs, dict) and head in raw_inputs):
+                    names = sorted(set(self.inputs) | set(self.steps) | self.bad_steps)
+                    self.problem(
+                        path,
+                        f"{ref!r} is neither an input nor a step"
+                        f"{_did_you_mean(head, names)}; inputs and steps: "
+                        f"{', '.join(names)}",
+                    )
+                ok = False
+                continue
+            if head in self.bad_steps or (head in self.steps and not self.steps[head].outputs):
+                ok = False
+                continue
+            meta = self._resolve(ref, path)
+            if meta is None:
+                ok = False
+                continue
+            metas[key] = meta
+        self.outputs.append(out)
+        if ok:
+            self._check_output_kinds(out, metas)
+            out.streamed = any(m.kind == "array" for m in metas.values())
+
+    def _output_ref_path(self, index: int, spec: Output, key: str) -> tuple[Any, ...]:
+        base = ("outputs", index)
+        if key.startswith("coord:"):
+            return (*base, "coords", key.removeprefix("coord:"))
+        if key == "labels" and isinstance(spec, PlotOutput):
+            return (*base, "labels")
+        if isinstance(spec.from_, dict):
+            return (*base, "from", key)
+        if isinstance(spec.from_, list):
+            return (*base, "from", spec.from_.index(key))
+        return (*base, "from")
+
+    def _check_output_kinds(self, out: OutputPlan, metas: dict[str, ValueMeta]) -> None:
+        spec = out.spec
+        base = ("outputs", out.index)
+        if isinstance(spec, ModelOutput):
+            meta = next(iter(metas.values()))
+            if meta.kind != "model":
+                self.problem(
+                    (*base, "from"),
+                    f"a model output needs a fitted model; {spec.from_!r} is {_a(meta.kind)}",
+                )
+            return
+        if spec.kind == "metrics":
+            for key, meta in metas.items():
+                if meta.kind == "array":
+                    self.problem(
+                        self._output_ref_path(out.index, spec, key),
+                        f"{out.refs[key]!r} is an "
+                        "array with one value per sample; metrics are small values "
+                        "(write arrays with kind: zarr)",
+                    )
+                elif meta.kind == "model":
+                    self.problem(
+                        self._output_ref_path(out.index, spec, key),
+                        f"{out.refs[key]!r} is a "
+                        "model; name one of its fitted attributes (e.g. "
+                        f"{out.refs[key]}.explained_variance_ratio_) or save it with "
+                        "kind: model",
+                    )
+            return
+        if isinstance(spec, ZarrOutput):
+            self._check_zarr_output(out, metas)
+            return
+        if isinstance(spec, PlotOutput):
+            self._check_plot(out, metas)
+
+    def _check_zarr_output(self, out: OutputPlan, metas: dict[str, ValueMeta]) -> None:
+        spec: ZarrOutput = out.spec  # type: ignore[assignment]
+        base = ("outputs", out.index)
+        rows: dict[str, tuple[int | None, str]] = {}
+        for key, meta in metas.items():
+            if meta.kind == "model":
+                self.problem(
+                    self._output_ref_path(out.index, spec, key),
+                    f"{out.refs[key]!r} is a model; "
+                    "save models with kind: model (or name a fitted attribute, e.g. "
+                    f"{out.refs[key]}.components_)",
+                )
+                continue
+            if meta.kind == "metric":
+                self.problem(
+                    self._output_ref_path(out.index, spec, key),
+                    f"{out.refs[key]!r} is a number; write numbers with kind: metrics",
+                )
+                continue
+            if key.startswith("coord:") and meta.shape is not None and len(meta.shape) != 1:
+                self.problem(
+                    self._output_ref_path(out.index, spec, key),
+                    f"coordinate {key[6:]!r} must be "
+                    f"1-D; {out.refs[key]!r} has shape {_shape(meta.shape)}",
+                )
+                continue
+            if meta.kind == "array" and meta.shape:
+                rows[key] = (meta.shape[0], out.refs[key])
+        if isinstance(spec.dims, list):
+            if isinstance(spec.from_, dict):
+                self.problem(
+                    (*base, "dims"),
+                    "with several variables in `from`, give dims as "
+                    "a mapping variable -> dim names",
+                )
+            else:
+                key = next(iter(metas), None)
+                self._check_dims(out, key, metas.get(key), spec.dims, (*base, "dims"))
+        elif isinstance(spec.dims, dict):
+            for var, dims in spec.dims.items():
+                if var not in out.refs:
+                    self.problem(
+                        (*base, "dims", var),
+                        f"dims names the variable {var!r}, which "
+                        f"is not in `from` ({', '.join(k for k in out.refs if ':' not in k)})",
+                        key=True,
+                    )
+                    continue
+                self._check_dims(out, var, metas.get(var), dims, (*base, "dims", var))
+        sizes = {n for n, _ in rows.values() if n is not None}
+        if len(sizes) > 1:
+            desc = ", ".join(f"{ref} ({n})" for n, ref in rows.values())
+            self.problem(
+                (*base, "from"),
+                f"the arrays of one Zarr output must have the same number of samples; got {desc}",
+            )
+
+    def _check_dims(
+        self,
+        out: OutputPlan,
+        key: str | None,
+        meta: ValueMeta | None,
+        dims: list[str],
+        where: tuple[Any, ...],
+    ) -> None:
+        if meta is None or meta.shape is None:
+            return
+        if len(dims) != len(meta.shape):
+            self.problem(
+                where,
+                f"{len(dims)} dim names {dims} for {out.refs[key]!r}, which has "
+                f"{len(meta.shape)} dims (shape {_shape(meta.shape)})",
+            )
+        elif len(set(dims)) != len(dims):
+            self.problem(where, f"dim names must differ; got {dims}")
+
+    def _check_plot(self, out: OutputPlan, metas: dict[str, ValueMeta]) -> None:
+        spec: PlotOutput = out.spec  # type: ignore[assignment]
+        base = ("outputs", out.index)
+        if importlib.util.find_spec("matplotlib") is None:
+            self.problem((*base, "plot"), "plots need matplotlib: pip install 'ddr[plot]'")
+        if not spec.path.lower().endswith(".png"):
+            self.problem(
+                (*base, "path"),
+                f"plots are PNG files; the path must end in .png (got {spec.path!r})",
+            )
+        src = metas.get(next(iter(out.refs)))
+        labels = metas.get("labels")
+        if src is None:
+            return
+        want_model = spec.plot in ("scree", "kde", "loglik")
+        if want_model and src.kind != "model":
+            self.problem(
+                (*base, "from"),
+                f"a {spec.plot} plot is drawn from a fitted model; {spec.from_!r} is "
+                f"{_a(src.kind)}",
+            )
+            return
+        if spec.plot == "scatter":
+            if src.kind != "array" or (src.shape is not None and len(src.shape) != 2):
+                self.problem(
+                    (*base, "from"),
+                    f"a scatter plot needs 2-D scores (samples x "
+                    f"components); {spec.from_!r} is {_a(src.kind)}"
+                    f"{' of shape ' + _shape(src.shape) if src.shape else ''}",
+                )
+                return
+            width = src.shape[1] if src.shape else None
+            if width is not None and max(spec.components) >= width:
+                self.problem(
+                    (*base, "components"),
+                    f"components {list(spec.components)} but {spec.from_!r} has {width} columns",
+                )
+        if spec.plot == "confusion":
+            if src.kind != "array" or (src.shape is not None and len(src.shape) != 1):
+                self.problem(
+                    (*base, "from"),
+                    f"a confusion matrix needs predicted labels "
+                    f"(1-D); {spec.from_!r} is {_a(src.kind)}",
+                )
+                return
+            if spec.labels is None:
+                self.problem(base, "a confusion matrix needs the true labels: add `labels:`")
+        if labels is not None:
+            if labels.kind != "array" or (labels.shape is not None and len(labels.shape) != 1):
+                self.problem(
+                    (*base, "labels"),
+                    f"labels must be 1-D (one per sample); {spec.labels!r} is {_a(labels.kind)}",
+                )
+            elif src.shape and labels.shape and src.shape[0] != labels.shape[0]:
+                self.problem(
+                    (*base, "labels"),
+                    f"{spec.labels!r} has {labels.shape[0]} rows but "
+                    f"{spec.from_!r} has {src.shape[0]}",
+                )
+
+    def _check_output_paths(self) -> None:
+        from ddr.io.outputs import check_not_input
+
+        seen: dict[str, int] = {}
+        inputs = [p.path for p in self.inputs.values()]
+        raw_inputs = self.doc.data.get("inputs") if isinstance(self.doc.data, dict) else {}
+        for spec in raw_inputs.values() if isinstance(raw_inputs, dict) else []:
+            if isinstance(spec, dict) and isinstance(spec.get("path"), str):
+                inputs.append(_abspath(spec["path"]))
+        for out in self.outputs:
+            where = ("outputs", out.index, "path")
+            try:
+                check_not_input(out.path, inputs)
+            except ValueError:
+                inp = next(
+                    (i for i in inputs if _related(out.path, i)), inputs[0] if inputs else ""
+                )
+                rel = (
+                    "is"
+                    if Path(out.path) == Path(inp)
+                    else "would be inside"
+                    if Path(inp) in Path(out.path).parents
+                    else "contains"
+                )
+                self.problem(
+                    where,
+                    f"the output {out.spec.path!r} {rel} the input "
+                    f"{os.path.relpath(inp)!r}; outputs never overwrite inputs",
+                )
+                continue
+            for other, j in seen.items():
+                if _related(out.path, other):
+                    self.problem(
+                        where,
+                        f"the output {out.spec.path!r} overlaps outputs[{j}] "
+                        f"({os.path.relpath(other)}); each output needs its own path",
+                    )
+                    break
+            seen[out.path] = out.index
+
+    def _check_run_paths(self, run_opts: Any) -> None:
+        if run_opts is None:
+            return
+        for key in ("summary", "performance_report"):
+            value = getattr(run_opts, key)
+            if value is None:
+                continue
+            path = _abspath(value)
+            for inp in self.inputs.values():
+                if _related(path, inp.path):
+                    self.problem(
+                        ("run", key),
+                        f"run.{key} {value!r} is inside the input {inp.name}; choose another path",
+                    )
+
+    def _decide_outputs(self) -> None:
+        for out in self.outputs:
+            where = ("outputs", out.index, "path")
+            status, stored = _existing(out)
+            out.status = status
+            if status == "missing":
+                out.action, out.reason = "write", "missing"
+                continue
+            if status == "not-ddr":
+                if out.if_exists == "overwrite" and out.kind in ("metrics", "plot"):
+                    out.action, out.reason = "overwrite", "not written by ddr"
+                    continue
+                self.problem(
+                    where,
+                    f"{out.spec.path!r} exists and was not written by ddr; "
+                    "refusing to replace it (choose another path)",
+                )
+                continue
+            if out.if_exists == "error":
+                state = "complete" if status == "complete" else "INCOMPLETE (an interrupted run?)"
+                self.problem(
+                    where,
+                    f"the output {out.spec.path!r} already exists ({state}); "
+                    "pass --force to replace it, --resume (if_exists: skip-if-complete) "
+                    "to keep complete outputs, or set if_exists",
+                )
+                continue
+            if out.if_exists == "overwrite":
+                out.action, out.reason = "overwrite", f"{status}, --force/overwrite"
+            elif status == "complete" and stored == out.fingerprint:
+                out.action, out.reason = "skip", "complete, same fingerprint"
+            elif status == "complete":
+                out.action, out.reason = "overwrite", "complete but outdated (fingerprint differs)"
+            else:
+                out.action, out.reason = "overwrite", "incomplete"
+
+
+def _existing(out: OutputPlan) -> tuple[str, str | None]:
+    """Status of an output path and the fingerprint stored in it."""
+    from ddr.io import output_status, read_attrs
+
+    p = Path(out.path)
+    if out.kind in ("zarr", "model"):
+        status = output_status(p)
+        stored = None
+        if status == "complete":
+            stored = read_attrs(p).get(FINGERPRINT_ATTR)
+        return status, stored
+    if not p.exists():
+        return "missing", None
+    from ddr.pipeline.reports import read_fingerprint
+
+    stored = read_fingerprint(p)
+    return ("complete", stored) if stored is not None else ("not-ddr", None)

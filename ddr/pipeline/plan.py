@@ -1,0 +1,173 @@
+"""What the planner decides and the runner executes: the plan's data types and small helpers.
+
+A :class:`Plan` holds the opened inputs, the steps in topological order (with what each
+produces, known from metadata: :class:`ValueMeta`), the outputs with their fingerprints and
+the action for each (write, overwrite, skip), and the *phases* the runner executes in order.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ddr.pipeline.loader import Document
+from ddr.pipeline.registry import Op
+from ddr.pipeline.schema import InputSpec, Output, Pipeline, StepSpec, split_ref
+
+__all__ = ["InputPlan", "OutputPlan", "Phase", "Plan", "StepPlan", "ValueMeta"]
+
+FINGERPRINT_ATTR = "ddr:fingerprint"
+
+
+@dataclass
+class ValueMeta:
+    """What a reference holds, known before the run."""
+
+    kind: str  # "array", "model", "statistic", "metric", "attribute"
+    shape: tuple[int | None, ...] | None = None
+    dims: tuple[str | None, ...] | None = None
+    dtype: Any = None
+    reads: frozenset[str] = frozenset()  # inputs a lazy array reads when computed
+    cls: type | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    n_features_in: int | None = None
+    n_out: int | None = None
+
+
+@dataclass
+class InputPlan:
+    name: str
+    spec: InputSpec
+    path: str
+    array: Any  # lazy xarray.DataArray, sample dim first
+    sample_dim: str
+    fingerprint: str
+    store_root: str | None  # counted Zarr store root, for measured passes
+    stored_bytes: int | None
+    meta: ValueMeta
+
+
+@dataclass
+class StepPlan:
+    id: str
+    spec: StepSpec
+    op: Op
+    refs: dict[str, str]  # role -> reference
+    deps: set[str]  # step ids
+    fingerprint: str = ""
+    outputs: dict[str, ValueMeta] = field(default_factory=dict)
+    one_pass: bool | None = None  # None: decided at run time
+    action: str = "run"  # "run", "load" (from a complete model output), "skip"
+    load_from: str | None = None
+
+
+@dataclass
+class OutputPlan:
+    index: int
+    spec: Output
+    path: str
+    if_exists: str
+    refs: dict[str, str]  # variable/key -> reference
+    fingerprint: str = ""
+    status: str = "missing"
+    action: str = "write"  # "write", "overwrite", "skip"
+    reason: str = ""
+    streamed: bool = False  # needs a pass over data (written in the final stream phase)
+
+    @property
+    def kind(self) -> str:
+        return self.spec.kind
+
+
+@dataclass
+class Phase:
+    kind: str  # "batch", "fit", "compute", "lazy", "stream"
+    steps: list[str] = field(default_factory=list)
+    outputs: list[int] = field(default_factory=list)  # small outputs written after the phase
+    reads: dict[str, int] = field(default_factory=dict)  # input -> planned passes
+
+
+@dataclass
+class Plan:
+    """Everything the runner needs, and what ``ddr plan`` prints."""
+
+    file: str
+    doc: Document
+    pipeline: Pipeline
+    inputs: dict[str, InputPlan]
+    steps: dict[str, StepPlan]  # topological order
+    outputs: list[OutputPlan]
+    phases: list[Phase]
+    resolved: dict[str, Any]
+
+    def stored_arrays(self) -> dict[str, list[str]]:
+        """Label -> input names, grouping inputs that are the same stored array (e.g. two
+        column selections of one Zarr array): a read of one is a read of the others."""
+        groups: dict[tuple[str, str], list[str]] = {}
+        for name, inp in self.inputs.items():
+            groups.setdefault((inp.path, inp.spec.array or ""), []).append(name)
+        return {", ".join(names): names for names in groups.values()}
+
+    def passes(self) -> dict[str, str]:
+        """Planned passes over each stored array: ``"1"``, or ``"2+"`` when a multi-pass fit
+        reads it (its own passes are known only when it runs)."""
+        out = {}
+        for label, names in self.stored_arrays().items():
+            n = sum(1 for p in self.phases if any(name in p.reads for name in names))
+            multi = any(p.kind == "fit" and any(nm in p.reads for nm in names) for p in self.phases)
+            out[label] = f"{n}+" if multi else str(n)
+        return out
+
+    def ref_meta(self, ref: str) -> ValueMeta | None:
+        head, tail = split_ref(ref)
+        if head in self.inputs:
+            return self.inputs[head].meta
+        step = self.steps.get(head)
+        if step is None:
+            return None
+        return step.outputs.get(tail or step.op.primary) or ValueMeta("attribute")
+
+
+# ----------------------------------------------------------------------- utilities
+def _sha(obj: Any) -> str:
+    text = json.dumps(obj, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _abspath(p: str) -> str:
+    return os.path.abspath(os.path.expanduser(p))
+
+
+def _a(noun: str) -> str:
+    """``"an array"``, ``"a model"``: kinds of values in messages."""
+    return f"{'an' if noun[:1] in 'aeiou' else 'a'} {noun}"
+
+
+def _did_you_mean(word: str, options: list[str]) -> str:
+    close = difflib.get_close_matches(word, options, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _related(a: str, b: str) -> bool:
+    pa, pb = Path(a), Path(b)
+    return pa == pb or pa in pb.parents or pb in pa.parents
+
+
+def _shape(shape: tuple[int | None, ...] | None) -> str:
+    if shape is None:
+        return "?"
+    return (
+        "("
+        + ", ".join("?" if s is None else str(s) for s in shape)
+        + ("," if len(shape) == 1 else "")
+        + ")"
+    )
+
+
+def _dims(dims: tuple[str | None, ...] | None) -> str:
+    return "?" if dims is None else "(" + ", ".join(str(d) for d in dims) + ")"

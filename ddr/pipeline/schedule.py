@@ -1,0 +1,173 @@
+"""The planner's decisions of what runs, and in which phases.
+
+Mixed into the planner. A step is needed when an output that will be written depends on
+it; a needed fit whose saved model is a complete output with the same fingerprint is
+loaded instead of refitted. Needed steps are then grouped into phases: everything lazy
+first, then all ready one-pass fits and statistics together (one ``dask.compute``, one read
+of each input), then scores, then multi-pass fits one at a time, and finally one phase that
+streams every output needing data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ddr.pipeline.plan import OutputPlan, Phase, StepPlan, ValueMeta
+from ddr.pipeline.schema import split_ref
+
+__all__ = ["Scheduling"]
+
+
+def _forbid_compute(dsk: Any, keys: Any, **kwargs: Any) -> Any:
+    raise RuntimeError("the planner must not read data")
+
+
+class Scheduling:
+    """Step decisions and phases of :class:`ddr.pipeline.planner._Planner` (uses its state)."""
+
+    inputs: dict[str, Any]
+    steps: dict[str, StepPlan]
+    outputs: list[OutputPlan]
+
+    def _decide_steps(self) -> None:
+        """Which steps the outputs to write need, and which of those load a saved model."""
+        saved: dict[str, str] = {}
+        for out in self.outputs:
+            if out.kind == "model" and out.action == "skip":
+                head, tail = split_ref(out.refs[next(iter(out.refs))])
+                if tail in (None, "model"):
+                    saved.setdefault(head, out.path)
+        needed: set[str] = set()
+
+        def need(ref: str) -> None:
+            head, _ = split_ref(ref)
+            if head not in self.steps or head in needed:
+                return
+            needed.add(head)
+            step = self.steps[head]
+            if step.op.family == "fit" and head in saved and step.op.method == "fit":
+                step.action, step.load_from = "load", saved[head]
+                return
+            for r in step.refs.values():
+                need(r)
+
+        for out in self.outputs:
+            if out.action != "skip":
+                for ref in out.refs.values():
+                    need(ref)
+        for sid, step in self.steps.items():
+            if sid not in needed:
+                step.action = "skip"
+
+    def _schedule(self) -> list[Phase]:
+        todo = [s for s in self.steps.values() if s.action != "skip"]
+        for s in todo:
+            if s.action == "run" and s.op.family in ("fit", "statistic"):
+                s.one_pass = self._is_one_pass(s)
+        done: set[str] = {s.id for s in self.steps.values() if s.action == "skip"}
+        phases: list[Phase] = []
+        written: set[int] = set()
+        while todo:
+            ready = [s for s in todo if s.deps <= done]
+            lazy = [
+                s
+                for s in ready
+                if s.action == "load"
+                or s.op.family == "load"
+                or (s.op.family == "apply" and s.op.method != "score")
+            ]
+            batch = [s for s in ready if s not in lazy and s.one_pass]
+            scores = [s for s in ready if s.op.family == "apply" and s.op.method == "score"]
+            if lazy:
+                phase = Phase("lazy", [s.id for s in lazy])
+            elif batch:
+                phase = Phase("batch", [s.id for s in batch])
+            elif scores:
+                phase = Phase("compute", [s.id for s in scores])
+            else:
+                phase = Phase("fit", [ready[0].id])
+            if phase.kind != "lazy":
+                for sid in phase.steps:
+                    for inp in self._reads(self.steps[sid]):
+                        phase.reads[inp] = 1
+            done |= set(phase.steps)
+            todo = [s for s in todo if s.id not in done]
+            for out in self.outputs:
+                if (
+                    out.action != "skip"
+                    and not out.streamed
+                    and out.index not in written
+                    and all(
+                        split_ref(r)[0] in done or split_ref(r)[0] in self.inputs
+                        for r in out.refs.values()
+                    )
+                ):
+                    phase.outputs.append(out.index)
+                    written.add(out.index)
+            phases.append(phase)
+        rest = [o.index for o in self.outputs if o.action != "skip" and o.index not in written]
+        if rest:
+            phase = Phase("stream", outputs=rest)
+            for i in rest:
+                for ref in self.outputs[i].refs.values():
+                    meta = self._ref_meta(ref)
+                    if meta is not None and meta.kind == "array":
+                        for inp in meta.reads:
+                            phase.reads[inp] = 1
+            phases.append(phase)
+        return phases
+
+    def _ref_meta(self, ref: str) -> ValueMeta | None:
+        head, tail = split_ref(ref)
+        if head in self.inputs:
+            return self.inputs[head].meta
+        step = self.steps[head]
+        return step.outputs.get(tail or step.op.primary)
+
+    def _reads(self, step: StepPlan) -> set[str]:
+        out: set[str] = set()
+        for ref in step.refs.values():
+            meta = self._ref_meta(ref)
+            if meta is not None and meta.kind == "array":
+                out |= meta.reads
+        return out
+
+    def _is_one_pass(self, step: StepPlan) -> bool | None:
+        """Whether the fit is one pass of statistics, asked of the estimator on lazy stand-ins
+        (nothing is computed: a compute here raises)."""
+        import dask
+
+        from ddr.pipeline.fitplans import fit_plan
+
+        if step.op.family == "statistic":
+            return True
+        args = {}
+        for role, ref in step.refs.items():
+            head, _ = split_ref(ref)
+            if head in self.inputs:
+                args[role] = self.inputs[head].array
+            else:
+                meta = self._ref_meta(ref)
+                if meta is None or meta.shape is None or any(s is None for s in meta.shape):
+                    return None
+                args[role] = _standin(meta)
+        try:
+            est = step.op.cls(**step.spec.with_)
+            with dask.config.set(scheduler=_forbid_compute):
+                plan = fit_plan(est, args)
+        except Exception:
+            return None
+        return plan is not None
+
+
+def _standin(meta: ValueMeta) -> Any:
+    import dask.array as da
+    import xarray as xr
+
+    shape = tuple(int(s) for s in meta.shape)
+    dtype = meta.dtype if meta.dtype is not None else np.float64
+    arr = da.zeros(shape, dtype=dtype, chunks=(max(1, shape[0]), *shape[1:]))
+    dims = tuple(d or f"dim_{i}" for i, d in enumerate(meta.dims or ())) or None
+    return xr.DataArray(arr, dims=dims) if dims and len(dims) == len(shape) else arr

@@ -1,0 +1,107 @@
+"""The run summary: what a run did, per step and per output, with wall time and passes.
+
+Printed by ``ddr run`` (:meth:`RunSummary.format`) and written as JSON (``run.summary`` or
+``--summary``). Passes are *measured*: chunk bytes read from each stored input in every
+process, divided by its stored size.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["OutputResult", "RunSummary", "StepResult"]
+
+
+@dataclass
+class StepResult:
+    id: str
+    op: str
+    action: str  # "fit", "fit (one shared pass)", "loaded", "lazy", "skipped", "computed"
+    phase: int | None = None
+    seconds: float = 0.0
+    passes: dict[str, float] = field(default_factory=dict)
+    shared_with: list[str] = field(default_factory=list)
+    note: str = ""
+
+
+@dataclass
+class OutputResult:
+    path: str
+    kind: str
+    action: str  # "written", "skipped"
+    reason: str = ""
+    phase: int | None = None
+    seconds: float = 0.0
+    passes: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class RunSummary:
+    """What a run did: wall time, and per step and output what happened and what it read."""
+
+    pipeline: str
+    file: str
+    status: str = "running"
+    error: str | None = None
+    started: str = ""
+    wall_seconds: float = 0.0
+    scheduler: str = ""
+    dashboard: str | None = None
+    ddr_version: str = ""
+    steps: list[StepResult] = field(default_factory=list)
+    outputs: list[OutputResult] = field(default_factory=list)
+    passes: dict[str, float] = field(default_factory=dict)
+    planned_passes: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def write(self, path: str | os.PathLike) -> None:
+        from ddr.pipeline.reports import write_json
+
+        write_json(path, self.to_dict(), None)
+
+    def format(self) -> str:
+        """The summary as a text table (what ``ddr run`` prints)."""
+        lines = [
+            f"run {self.pipeline}: {self.status} in {self.wall_seconds:.2f} s "
+            f"(scheduler: {self.scheduler})"
+        ]
+        if self.error:
+            lines.append(f"  error: {self.error}")
+        if self.steps:
+            w = max(len(s.id) for s in self.steps)
+            wo = max(len(s.op) for s in self.steps)
+            lines.append(f"  {'step':<{w}}  {'op':<{wo}}  {'seconds':>8}  action / passes")
+            for s in self.steps:
+                passes = _fmt_passes(s.passes)
+                extra = f" (one pass for {len(s.shared_with) + 1} steps)" if s.shared_with else ""
+                note = f" ({s.note})" if s.note else ""
+                lines.append(
+                    f"  {s.id:<{w}}  {s.op:<{wo}}  {s.seconds:8.2f}  {s.action}{note}"
+                    f"{'; ' + passes if passes else ''}{extra}"
+                )
+        for o in self.outputs:
+            passes = _fmt_passes(o.passes)
+            lines.append(
+                f"  {o.action:<8} {o.kind:<7} {_rel(o.path)}  ({o.seconds:.2f} s"
+                f"{'; ' + passes if passes else ''}{'; ' + o.reason if o.reason else ''})"
+            )
+        if self.passes:
+            planned = ", ".join(f"{k} {v}" for k, v in self.planned_passes.items())
+            lines.append(f"  passes over inputs: {_fmt_passes(self.passes)} (planned: {planned})")
+        return "\n".join(lines)
+
+
+def _fmt_passes(passes: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.2f} passes" for k, v in passes.items() if v > 0)
+
+
+def _rel(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return rel if not rel.startswith("../..") else path
