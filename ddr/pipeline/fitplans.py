@@ -90,9 +90,16 @@ def _is_generative(est: Any) -> bool:
         from ddr.naive_bayes._base import BaseGenerativeClassifier
     except ImportError:
         return False
-    return isinstance(est, BaseGenerativeClassifier) and all(
-        hasattr(est, h) for h in ("_statistics", "_store", "_validate_y", "_transform_input")
+    # only where ``fit`` is the base class's (DiscriminantBase.fit only delegates to it): a
+    # subclass whose fit does more first (KernelNB chooses its algorithm) is fitted by fit
+    return (
+        isinstance(est, BaseGenerativeClassifier)
+        and type(est).fit.__qualname__ in _BASE_FITS
+        and all(hasattr(est, h) for h in ("_statistics", "_store", "_validate_y"))
     )
+
+
+_BASE_FITS = ("BaseGenerativeClassifier.fit", "DiscriminantBase.fit")
 
 
 def _generative_plan(est: Any, kwargs: dict[str, Any]) -> FitPlan:

@@ -1,0 +1,152 @@
+"""Every ddr estimator works as pipeline ops: fit, then each method it has (transform,
+inverse_transform, predict, predict_proba, score_samples, impute, score), with results equal
+to calling the estimator directly on the same data."""
+
+from __future__ import annotations
+
+import json
+
+import dask
+import numpy as np
+import pytest
+import xarray as xr
+
+import ddr
+from ddr.pipeline import plan_pipeline, registry, run_plan
+
+N, D = 600, 6
+
+# estimator -> (constructor parameters, training data: "real", "labelled", "categorical",
+# "categorical-labelled" or "two-view")
+CASES = {
+    "StandardScaler": ({}, "real"),
+    "PCA": ({"n_components": 3}, "real"),
+    "GaussianRandomProjection": ({"n_components": 3, "random_state": 0}, "real"),
+    "SparseRandomProjection": ({"n_components": 3, "random_state": 0}, "real"),
+    "KernelPCA": ({"n_components": 2, "kernel": "rbf", "fit_inverse_transform": True}, "real"),
+    "PPCA": ({"n_components": 2}, "real"),
+    "CCA": ({"n_components": 2}, "two-view"),
+    "GaussianDensity": ({}, "real"),
+    "CategoricalDensity": ({"alpha": 1.0}, "categorical"),
+    "KernelDensity": ({"bandwidth": 0.8}, "real"),
+    "GaussianNB": ({}, "labelled"),
+    "CategoricalNB": ({}, "categorical-labelled"),
+    "BernoulliNB": ({}, "labelled"),
+    "KernelNB": ({}, "labelled"),
+    "QuadraticDiscriminantAnalysis": ({"reg_param": 0.01}, "labelled"),
+    "LinearDiscriminantAnalysis": ({}, "labelled"),
+}
+
+
+def test_every_exported_estimator_has_a_case():
+    estimators = {n for n in ddr._EXPORTS if f"{n}.fit" in registry.ops()}
+    assert estimators == set(CASES)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("estimators")
+    rng = np.random.default_rng(7)
+    y = rng.integers(0, 3, size=N)
+    X = (rng.standard_normal((N, D)) @ rng.standard_normal((D, D)) + 2.0 * y[:, None]).astype(
+        np.float32
+    )
+    C = np.clip(np.floor(X + 3.0), 0, 7).astype(np.int64)
+    ds = xr.Dataset(
+        {
+            "X": (("sample", "feature"), X),
+            "C": (("sample", "feature"), C),
+            "y": (("sample",), y),
+        }
+    ).chunk({"sample": 200})
+    ds.to_zarr(d / "data.zarr", zarr_format=3, consolidated=False)
+    return d, X, C, y
+
+
+def _pipeline(name: str, params: dict, kind: str) -> str:
+    cls = getattr(ddr, name)
+    array = "C" if kind.startswith("categorical") else "X"
+    inputs = {"X": f"{{path: data.zarr, array: {array}}}", "y": "{path: data.zarr, array: y}"}
+    fit_inputs = "{X: X, y: y}" if kind.endswith("labelled") else "{X: X}"
+    if kind == "two-view":
+        inputs = {
+            "X": "{path: data.zarr, array: X, isel: {feature: '0:3'}}",
+            "Y": "{path: data.zarr, array: X, isel: {feature: '3:'}}",
+        }
+        fit_inputs = "{X: X, y: Y}"
+    lines = [
+        "ddr: 1",
+        f"name: {name.lower()}",
+        "inputs:",
+        *[f"  {k}: {v}" for k, v in inputs.items()],
+        "steps:",
+        f"  model: {{op: {name}.fit, inputs: {fit_inputs}, with: {json.dumps(params)}}}",
+    ]
+    arrays, metrics = [], []
+    for method in registry.APPLY_METHODS:
+        if not callable(getattr(cls, method, None)):
+            continue
+        if method == "inverse_transform":
+            if "transform" not in arrays:
+                continue
+            role_inputs = "{model: model, X: transform}"
+        elif method == "score":
+            role_inputs = (
+                "{model: model, X: X, y: y}"
+                if kind.endswith("labelled")
+                else "{model: model, X: X}"
+            )
+            if kind == "two-view":
+                continue
+        else:
+            role_inputs = "{model: model, X: X}"
+        lines.append(f"  {method}: {{op: {name}.{method}, inputs: {role_inputs}}}")
+        (metrics if method == "score" else arrays).append(method)
+    lines.append("outputs:")
+    lines.append("  - {kind: model, from: model, path: out/model.zarr}")
+    if arrays:
+        mapping = ", ".join(f"{m}: {m}" for m in arrays)
+        lines.append(f"  - {{kind: zarr, from: {{{mapping}}}, path: out/arrays.zarr}}")
+    if metrics:
+        lines.append("  - {kind: metrics, from: {score: score}, path: out/metrics.json}")
+    return "\n".join(lines) + "\n", arrays, metrics
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_estimator_ops_equal_direct_calls(name, data, tmp_path, monkeypatch):
+    d, X, C, y = data
+    params, kind = CASES[name]
+    (tmp_path / "data.zarr").symlink_to(d / "data.zarr")
+    monkeypatch.chdir(tmp_path)
+    text, arrays, metrics = _pipeline(name, params, kind)
+    (tmp_path / "p.yaml").write_text(text)
+    with dask.config.set(scheduler="threads"):
+        summary = run_plan(plan_pipeline("p.yaml"), progress=False)
+    assert summary.status == "ok"
+
+    train = C if kind.startswith("categorical") else X
+    est = getattr(ddr, name)(**params)
+    if kind == "two-view":
+        est.fit(X[:, :3], X[:, 3:])
+    elif kind.endswith("labelled"):
+        est.fit(train, y)
+    else:
+        est.fit(train)
+    saved = ddr.load("out/model.zarr")
+    assert type(saved) is type(est)
+    Xa = X[:, :3] if kind == "two-view" else train
+    with xr.open_zarr("out/arrays.zarr", consolidated=False) as ds:
+        for method in arrays:
+            if method == "inverse_transform":
+                expected = est.inverse_transform(est.transform(Xa))
+            else:
+                expected = getattr(est, method)(Xa)
+            got = ds[method].values
+            if np.asarray(expected).dtype.kind in "fc":
+                np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6, err_msg=method)
+            else:
+                np.testing.assert_array_equal(got, expected, err_msg=method)
+    if metrics:
+        score = json.loads((tmp_path / "out/metrics.json").read_text())["score"]
+        expected = est.score(train, y) if kind.endswith("labelled") else est.score(train)
+        assert score == pytest.approx(expected, rel=1e-6, abs=1e-9)
