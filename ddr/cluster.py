@@ -398,9 +398,18 @@ def cluster_client(config: ClusterConfig) -> Iterator[ClusterHandle]:
                 if config.wait_for_workers:
                     client.wait_for_workers(config.wait_for_workers)
                 with dask.config.set(scheduler=client):
-                    yield ClusterHandle(client, f"{type(cluster).__name__}", cluster)
+                    yield ClusterHandle(client, _describe(cluster, client), cluster)
         finally:
             cluster.close()
+
+
+def _describe(cluster: Any, client: Any) -> str:
+    try:
+        workers = client.scheduler_info().get("workers", {})
+        threads = sum(w.get("nthreads", 0) for w in workers.values())
+        return f"{type(cluster).__name__} ({len(workers)} workers, {threads} threads)"
+    except Exception:  # pragma: no cover - a scheduler that does not answer yet
+        return type(cluster).__name__
 
 
 def dry_run(config: ClusterConfig) -> str:
