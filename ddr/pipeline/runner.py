@@ -70,6 +70,18 @@ def active_client() -> Any:
         return None
 
 
+def dashboard_link(client: Any) -> str | None:
+    """The dashboard URL of a distributed client, if it serves one (it needs bokeh)."""
+    import importlib.util
+
+    if client is None or importlib.util.find_spec("bokeh") is None:
+        return None
+    try:
+        return str(client.dashboard_link)
+    except Exception:  # no dashboard (dashboard_address=None)
+        return None
+
+
 def describe_scheduler(client: Any) -> str:
     import dask
 
@@ -203,9 +215,7 @@ class _Runner(OutputWriter):
     # --------------------------------------------------------------- phases
     def run(self) -> RunSummary:
         start = time.perf_counter()
-        if self.client is not None:
-            with contextlib.suppress(Exception):
-                self.summary.dashboard = self.client.dashboard_link
+        self.summary.dashboard = dashboard_link(self.client)
         try:
             for i, phase in enumerate(self.plan.phases, start=1):
                 with self._local_progress():
@@ -451,8 +461,12 @@ def run_plan(
     say = echo or (lambda msg: print(msg, file=sys.stderr))
     runner = _Runner(plan, progress=progress, argv=argv)
     if runner.client is not None:
-        with contextlib.suppress(Exception):
-            say(f"dask dashboard: {runner.client.dashboard_link}")
+        link = dashboard_link(runner.client)
+        say(
+            f"dask dashboard: {link}"
+            if link
+            else "dask dashboard: not served (it needs bokeh: pip install 'bokeh>=3.1')"
+        )
     report: Any = contextlib.nullcontext()
     if performance_report:
         import importlib.util
