@@ -151,6 +151,22 @@ def _canonical(W: np.ndarray, s2: float) -> tuple[np.ndarray, np.ndarray]:
     return (U * signs).T, S**2 + s2
 
 
+def _loglik_from_moments(
+    n: float, S: np.ndarray, mean: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: float
+) -> float:
+    """Gaussian log-likelihood of n rows with mean ``mean`` and covariance ``S`` (ddof=0)
+    under ``N(mu, W W^T + s2 I)``: ``-n/2 [d log 2 pi + log|C| + tr(C^{-1} (S + e e^T))]``,
+    ``e = mean - mu``, with the determinant lemma and Woodbury."""
+    d, q = W.shape
+    minv, logdet_m = PPCAParams(W, mu, s2).shared_minv()
+    e = mean - mu
+    T = S + np.outer(e, e)
+    # tr(C^{-1} T) = (tr T - tr(M^{-1} W^T T W)) / s2
+    trace = (np.trace(T) - np.sum(minv * (W.T @ T @ W))) / s2
+    logdet = (d - q) * np.log(s2) + logdet_m
+    return float(-0.5 * n * (d * _LOG_2PI + logdet + trace))
+
+
 def _m_step(sums: PPCASums, mu: np.ndarray, floor: float) -> PPCAParams:
     """Joint update of W, mu and sigma^2 from the E-step sums, parameter-expanded.
 
@@ -201,8 +217,10 @@ class PPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         ``em`` handles missing values (NaN) exactly.
     init : {"pca", "random"}, default="pca"
         EM start. ``pca``: one pass of pairwise-complete moments and the closed-form solution
-        of their covariance (on complete data this is already the ML solution). ``random``:
-        Gaussian W, mu = 0, sigma^2 = 1, no extra pass.
+        of their covariance (on complete data this is already the ML solution: its
+        likelihood, known from the moments, lets the first EM pass confirm convergence, so
+        the fit reads the data twice). ``random``: Gaussian W, mu = 0, sigma^2 = 1, no extra
+        pass.
     random_state : int, default=0
         Seed of ``init="random"``.
 
@@ -349,22 +367,25 @@ class PPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
 
     def _gaussian_loglik(self, mom: Moments) -> float:
         """Log-likelihood of the rows summarised by ``mom`` under the fitted model."""
-        S = mom.covariance(ddof=0)
-        n, d = mom.count, S.shape[0]
-        s2, ev, V = self.noise_variance_, self.explained_variance_, self.components_
-        logdet = (d - ev.size) * np.log(s2) + np.log(ev).sum()
-        diff = mom.mean - self.mean_
-        proj = np.einsum("kd,de,ke->k", V, S + np.outer(diff, diff), V)
-        trace = (np.trace(S) + diff @ diff) / s2 - ((1 / s2 - 1 / ev) * proj).sum()
-        return float(-0.5 * n * (d * _LOG_2PI + logdet + trace))
+        W = self._loadings()
+        return _loglik_from_moments(
+            mom.count, mom.covariance(ddof=0), mom.mean, W, self.mean_, self.noise_variance_
+        )
 
     def _fit_em(self, rows: Any, q: int) -> None:
         d = rows.shape[1]
         curve: list[float] = []
+        baseline = None
         if self.init == "pca":
             pm = compute(PairwiseMoments, rows.data)  # the one init pass
             self._check_columns(pm.count)
-            params = self._pca_start(pm, q)
+            params, exact_ml = self._pca_start(pm, q)
+            if exact_ml:
+                # complete data: the start is the closed-form ML solution; its likelihood
+                # from the moments lets the first EM pass confirm convergence
+                baseline = _loglik_from_moments(
+                    pm.n_rows, pm.covariance(), pm.mean, params.W, params.mu, params.s2
+                )
         else:
             rng = np.random.default_rng(self.random_state)
             params = PPCAParams(rng.standard_normal((d, q)), np.zeros(d), 1.0)
@@ -388,7 +409,8 @@ class PPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
                 )
             curve.append(sums.loglik)
             params = _m_step(sums, params.mu, floor)
-            if len(curve) >= 2 and curve[-1] - curve[-2] <= self.tol * abs(curve[-1]):
+            previous = curve[-2] if len(curve) >= 2 else baseline
+            if previous is not None and curve[-1] - previous <= self.tol * abs(curve[-1]):
                 converged = True
                 break
         if not converged:
@@ -413,16 +435,22 @@ class PPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
                 "mean cannot be estimated. Drop these columns before fitting"
             )
 
-    def _pca_start(self, pm: PairwiseMoments, q: int) -> PPCAParams:
+    def _pca_start(self, pm: PairwiseMoments, q: int) -> tuple[PPCAParams, bool]:
+        """Closed-form solution of the pairwise-complete covariance, and whether it is the
+        exact ML solution (complete data, nothing floored)."""
         cov = np.nan_to_num(pm.covariance(), nan=0.0)
         d = cov.shape[0]
         lam, U = linalg.eigh(cov)
         lam, U = lam[::-1], U[:, ::-1]
         scale = max(float(np.trace(cov)) / d, np.finfo(float).tiny)
-        s2 = max(float(np.maximum(lam[q:], 0).mean()), 1e-3 * scale)
+        s2_ml = float(np.maximum(lam[q:], 0).mean())
+        s2 = max(s2_ml, 1e-3 * scale)
         # keep every column away from 0: W = 0 columns are fixed points of EM
-        W = U[:, :q] * np.sqrt(np.maximum(lam[:q] - s2, 1e-3 * s2))
-        return PPCAParams(W, pm.mean, s2)
+        gap = lam[:q] - s2
+        W = U[:, :q] * np.sqrt(np.maximum(gap, 1e-3 * s2))
+        complete = float(pm.pair_count.min()) == pm.n_rows
+        exact_ml = complete and s2 == s2_ml and bool(np.all(gap >= 1e-3 * s2))
+        return PPCAParams(W, pm.mean, s2), exact_ml
 
     def _set_model(self, params: PPCAParams) -> None:
         comps, ev = _canonical(params.W, params.s2)
