@@ -159,8 +159,16 @@ def scheduler_address(tmp_path_factory):
                 time.sleep(0.5)
         yield address
     finally:
+        from distributed import Client
+
+        try:  # a clean shutdown of the scheduler and its workers is faster than signals
+            with Client(address, timeout="5s", set_as_default=False) as c:
+                c.shutdown()
+        except Exception:
+            pass
         for p in reversed(procs):
-            p.terminate()
+            if p.poll() is None:
+                p.terminate()
         for p in reversed(procs):
             try:
                 p.wait(timeout=30)
