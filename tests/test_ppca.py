@@ -341,6 +341,11 @@ def test_pairwise_moments_init_statistic(rng):
         ((a - a.mean()) * (b - b.mean())).mean(), rel=1e-8
     )
     np.testing.assert_allclose(pm.mean, np.nanmean(Xm, axis=0), rtol=1e-14)
+    # a feature missing from the first rows of a block still gets a shift near its values
+    Xl = rng.standard_normal((30000, 3)) + 1e6
+    Xl[:20000, 1] = np.nan
+    pm = PairwiseMoments.from_block(Xl)
+    assert pm.covariance()[1, 1] == pytest.approx(Xl[20000:, 1].var(), rel=1e-9)
 
 
 def test_save_load_and_public_name(rng, tmp_path):

@@ -23,6 +23,7 @@ import dataclasses
 from typing import Any, Self
 
 import numpy as np
+from scipy.linalg.blas import dsyrk
 
 from ddr.stats._checks import check_block, check_finite
 from ddr.stats.base import Statistic
@@ -68,32 +69,50 @@ class PairwiseMoments(Statistic):
         if sample_weight is not None:
             raise ValueError("PairwiseMoments does not support sample_weight")
         n, d = X.shape
-        Xf = np.asarray(X, dtype=np.float64)
-        nan = np.isnan(Xf)
-        if np.isinf(Xf).any():
-            check_finite(np.where(nan, 0.0, Xf), hint=" (NaN marks missing values)")
-        obs = ~nan
-        cnt = obs.sum(axis=0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            shift = np.where(cnt > 0, np.where(obs, Xf, 0.0).sum(axis=0) / np.maximum(cnt, 1), 0.0)
+        step = _sub_block_rows(d)
+        # the shift: the per-feature mean of the first sub-block (any value near the data
+        # keeps the products centred; 0 where a feature is not observed there)
+        head = np.asarray(X[:step], dtype=np.float64)
+        seen = ~np.isnan(head)
+        cnt = seen.sum(axis=0)
+        shift = np.where(cnt > 0, np.where(seen, head, 0.0).sum(axis=0) / np.maximum(cnt, 1), 0.0)
+        unseen = np.flatnonzero(cnt == 0)
+        if unseen.size and n > step:  # rare: look further down the block for those features
+            rest = np.asarray(X[:, unseen], dtype=np.float64)
+            ok = ~np.isnan(rest)
+            c = ok.sum(axis=0)
+            shift[unseen] = np.where(
+                c > 0, np.where(ok, rest, 0.0).sum(axis=0) / np.maximum(c, 1), 0.0
+            )
+        if not np.isfinite(shift).all():
+            check_finite(np.where(seen, head, 0.0), hint=" (NaN marks missing values)")
         N = np.zeros((d, d))
         s1 = np.zeros((d, d))
-        s2 = np.zeros((d, d))
-        step = _sub_block_rows(d)
+        s2 = np.zeros((d, d), order="F")
+        colsum = np.zeros(d)
+        m_complete = 0
         for start in range(0, n, step):
-            o = obs[start : start + step]
-            A = np.where(o, Xf[start : start + step] - shift, 0.0)
-            if o.all():
-                m = A.shape[0]
-                N += m
-                s1 += A.sum(axis=0)[:, None]
-                s2 += A.T @ A
-            else:
-                of = o.astype(np.float64)
-                N += of.T @ of
-                s1 += A.T @ of
-                s2 += A.T @ A
-        return cls(shift, N, s1, s2, n)
+            A = np.subtract(X[start : start + step], shift, dtype=np.float64)
+            sums = A.sum(axis=0)
+            if np.isfinite(sums).all():  # no NaN, no inf: the shared path, one SYRK
+                m_complete += A.shape[0]
+                colsum += sums
+                s2 = dsyrk(1.0, A.T, beta=1.0, c=s2, trans=0, overwrite_c=1)
+                continue
+            nan = np.isnan(A)
+            if np.isinf(A).any():
+                check_finite(np.where(nan, 0.0, A), hint=" (NaN marks missing values)")
+            of = (~nan).astype(np.float64)
+            A[nan] = 0.0
+            N += of.T @ of
+            s1 += A.T @ of
+            part = A.T @ A
+            s2 += np.triu(part)  # s2 holds the upper triangle until the end
+        s2 = np.triu(s2)
+        s2 = s2 + np.triu(s2, 1).T
+        N += m_complete
+        s1 += colsum[:, None]
+        return cls(shift, N, s1, np.ascontiguousarray(s2), n)
 
     def __post_init__(self) -> None:
         for name in ("shift", "pair_count", "s1", "s2"):
