@@ -203,6 +203,9 @@ outputs:
         assert ds["theta"].dims == ("class", "feature")
         np.testing.assert_array_equal(ds["theta"].values, nb.theta_)
     assert {s.id: s.action for s in summary.steps}["acc"] == "computed"
+    # one shared pass fits nb and the moments; the score is a pass of its own
+    assert summary.planned_passes == {"X": "2", "y": "2"}
+    assert summary.passes == {"X": 2.0, "y": 2.0}
 
 
 def test_failed_step_is_reported_and_leaves_no_complete_output(here, tmp_path):

@@ -118,7 +118,7 @@ class Plan:
         reads it (its own passes are known only when it runs)."""
         out = {}
         for label, names in self.stored_arrays().items():
-            n = sum(1 for p in self.phases if any(name in p.reads for name in names))
+            n = sum(max((p.reads.get(nm, 0) for nm in names), default=0) for p in self.phases)
             multi = any(p.kind == "fit" and any(nm in p.reads for nm in names) for p in self.phases)
             out[label] = f"{n}+" if multi else str(n)
         return out

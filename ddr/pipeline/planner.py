@@ -10,7 +10,7 @@ outputs are written or skipped, and the *phases*:
 - ``batch``: one-pass fits and statistics that are ready together: their statistics are
   computed in ONE ``dask.compute`` (each input they read is read once);
 - ``fit``: a multi-pass fit (the estimator makes its own passes);
-- ``compute``: scores (one shared ``dask.compute``);
+- ``compute``: scores (each is a pass: ``score`` computes);
 - ``lazy``: transforms, predictions, loads: no data is read;
 - ``stream``: the outputs that need data (arrays to Zarr, sampled scatter plots, confusion
   matrices), computed together in one final ``dask.compute``.

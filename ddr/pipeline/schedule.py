@@ -91,7 +91,9 @@ class Scheduling:
             if phase.kind != "lazy":
                 for sid in phase.steps:
                     for inp in self._reads(self.steps[sid]):
-                        phase.reads[inp] = 1
+                        # a batch reads each input once; each score is its own pass
+                        count = phase.reads.get(inp, 0) + 1 if phase.kind == "compute" else 1
+                        phase.reads[inp] = count
             done |= set(phase.steps)
             todo = [s for s in todo if s.id not in done]
             for out in self.outputs:
