@@ -39,6 +39,24 @@ class FitPlan:
 
     statistics: Any
     finish: Callable[[Any], Any]
+    local: bool = False
+
+    @classmethod
+    def over(cls, rows: Rows, statistics: Any, finish: Callable[[Any], Any]) -> FitPlan:
+        """A plan over validated ``rows``: in-memory input is reduced in this process."""
+        return cls(statistics, finish, local=not rows.is_lazy)
+
+    def compute(self) -> Any:
+        """The statistics' value. numpy input is reduced with local threads, never shipped to
+        a distributed scheduler that happens to be the default."""
+        import dask
+
+        (value,) = dask.compute(self.statistics, scheduler="threads" if self.local else None)
+        return value
+
+    def run(self) -> Any:
+        """Compute the statistics and finish the fit; returns the fitted estimator."""
+        return self.finish(self.compute())
 
 
 class DDRMixin:

@@ -22,7 +22,6 @@ from collections.abc import Hashable
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
-import dask
 import dask.array as da
 import numpy as np
 from scipy import linalg
@@ -166,7 +165,7 @@ class CCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         self
         """
         plan = self._fit_plan(X, y, sample_dim=sample_dim)
-        (value,) = dask.compute(plan.statistics)
+        value = plan.compute()
         return plan.finish(value)
 
     def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan:
@@ -178,7 +177,7 @@ class CCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         if rows.shape[0] < 2:
             raise ValueError(f"CCA needs at least 2 samples; got n_samples={rows.shape[0]}")
         stats = lazy(Moments, self._joint(rows, yr))
-        return FitPlan(stats, lambda m: self._finish(m, dx, dy, k))
+        return FitPlan.over(rows, stats, lambda m: self._finish(m, dx, dy, k))
 
     def _finish(self, mom: Moments, dx: int, dy: int, k: int) -> CCA:
         S = mom.covariance(ddof=1)

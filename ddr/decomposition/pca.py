@@ -277,7 +277,7 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         if solver == "covariance":
             plan = self._covariance_plan(rows)
             try:
-                (value,) = dask.compute(plan.statistics)
+                value = plan.compute()
             except ValueError as exc:
                 _raise_missing(exc)
                 raise
@@ -309,7 +309,7 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
 
     def _covariance_plan(self, rows: Any) -> FitPlan:
         self._check_k(rows.shape[0], rows.shape[1], "covariance")
-        return FitPlan(lazy(Moments, rows.data), self._finish_moments)
+        return FitPlan.over(rows, lazy(Moments, rows.data), self._finish_moments)
 
     def _finish_moments(self, moments: Moments) -> PCA:
         n, d = moments.count, moments.n_features

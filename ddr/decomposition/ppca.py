@@ -26,7 +26,6 @@ from collections.abc import Hashable
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
-import dask
 import dask.array as da
 import numpy as np
 from scipy import linalg
@@ -324,7 +323,7 @@ class PPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         plan = self._fit_plan(X, y, sample_dim=sample_dim)
         if plan is not None:
             try:
-                (value,) = dask.compute(plan.statistics)
+                value = plan.compute()
             except ValueError as err:
                 if "NaN" not in str(err):
                     raise
@@ -343,7 +342,9 @@ class PPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         q = self._check_params(*rows.shape)
         if not rows.is_lazy and np.isnan(rows.data).any():
             raise ValueError(self._closed_form_nan_message(int(np.isnan(rows.data).sum())))
-        return FitPlan(lazy(Moments, rows.data), lambda m: self._finish_closed_form(m, q))
+        return FitPlan.over(
+            rows, lazy(Moments, rows.data), lambda m: self._finish_closed_form(m, q)
+        )
 
     def _closed_form_nan_message(self, n_nan: int | None = None) -> str:
         what = f"{n_nan} missing values (NaN)" if n_nan else "missing values (NaN)"

@@ -37,8 +37,8 @@ from sklearn.metrics import accuracy_score
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from ddr.base import FEATURE, DDRMixin, map_rows
-from ddr.stats import compute
+from ddr.base import FEATURE, DDRMixin, FitPlan, map_rows
+from ddr.stats import compute, lazy
 from ddr.stats._checks import check_labels, label_kind
 from ddr.stats._input import Rows, is_dask, is_xarray
 from ddr.stats.base import Statistic, StatSpec
@@ -237,8 +237,32 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator):
         -------
         self
         """
+        return self._fit_plan(X, y, sample_weight, sample_dim=sample_dim).run()
+
+    def _fit_plan(
+        self,
+        X: Any,
+        y: Any = None,
+        sample_weight: Any = None,
+        *,
+        sample_dim: Hashable | None = None,
+    ) -> FitPlan:
+        """The fit as one lazy pass of every statistic and the solve (see :class:`FitPlan`)."""
         self._forget()
-        stats = self._one_pass(X, y, sample_weight, sample_dim, reset=True)
+        self._choose_algorithm(X)
+        self._check_params()
+        rows = self._rows(X, reset=True, sample_dim=sample_dim, dtype=self._fit_dtype)
+        y = self._validate_y(y, rows)
+        specs = self._statistics()
+        data = self._transform_input(rows.data)
+        stats = lazy(list(specs.values()), data, y, sample_weight)
+        return FitPlan.over(rows, stats, lambda value: self._finish_fit(specs, value))
+
+    def _choose_algorithm(self, X: Any) -> None:
+        """Hook for subclasses whose statistics depend on the size of the data."""
+
+    def _finish_fit(self, specs: dict[str, StatSpec], value: Any) -> BaseGenerativeClassifier:
+        stats = dict(zip(specs, value, strict=True))
         counts = self._class_counts(stats)
         if not np.any(counts > 0):
             raise ValueError(

@@ -242,6 +242,9 @@ class KernelNB(BaseGenerativeClassifier):
         -------
         self
         """
+        return super().fit(X, y, sample_weight, sample_dim=sample_dim)
+
+    def _choose_algorithm(self, X: Any) -> None:
         self._check_params()
         algorithm = self.algorithm
         if algorithm == "auto":
@@ -249,7 +252,6 @@ class KernelNB(BaseGenerativeClassifier):
             n = shape[0] if shape is not None and len(shape) else np.asarray(X).shape[0]
             algorithm = "exact" if n <= AUTO_EXACT_ROWS else "binned"
         self.algorithm_ = algorithm
-        return super().fit(X, y, sample_weight, sample_dim=sample_dim)
 
     def partial_fit(
         self,

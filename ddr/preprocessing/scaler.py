@@ -142,7 +142,7 @@ class StandardScaler(DDRMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstim
         self
         """
         plan = self._fit_plan(X, y, sample_weight=sample_weight, sample_dim=sample_dim)
-        (value,) = dask.compute(plan.statistics)
+        value = plan.compute()
         _check_some_weight(value, sample_weight)
         return plan.finish(value)
 
@@ -151,7 +151,7 @@ class StandardScaler(DDRMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstim
         self._check_params()
         rows = self._rows(X, reset=True, sample_dim=fit_params.get("sample_dim"), allow_nan=True)
         stats = lazy(_SPEC, rows.data, sample_weight=fit_params.get("sample_weight"))
-        return FitPlan(stats, self._set)
+        return FitPlan.over(rows, stats, self._set)
 
     def partial_fit(
         self,

@@ -59,7 +59,9 @@ def check_labels(y: np.ndarray, n_samples: int, name: str = "y") -> np.ndarray:
         raise ValueError(
             f"{name} has {y.shape[0]} labels but X has {n_samples} samples; they must be equal"
         )
-    if y.dtype.kind == "O":
+    if y.dtype.kind == "T":  # numpy's StringDType: how Zarr v3 string arrays read
+        y = y.astype(str)
+    elif y.dtype.kind == "O":
         if not all(isinstance(v, str) for v in y):
             raise TypeError(
                 f"{name}: object labels must all be strings; got "

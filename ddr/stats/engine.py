@@ -122,9 +122,11 @@ def _lazy_rows(
     if fan_in < 2:
         raise ValueError(f"split_every must be at least 2; got {split_every}")
 
-    x_blocks = rows.data.to_delayed().ravel()
-    y_blocks = [None] * len(x_blocks) if y is None else y.to_delayed().ravel()
-    w_blocks = [None] * len(x_blocks) if w is None else w.to_delayed().ravel()
+    # unoptimised chunk tasks: statistics computed together with other work over the same
+    # input (one dask.compute) then share its chunk reads instead of fusing private copies
+    x_blocks = rows.data.to_delayed(optimize_graph=False).ravel()
+    y_blocks = [None] * len(x_blocks) if y is None else y.to_delayed(optimize_graph=False).ravel()
+    w_blocks = [None] * len(x_blocks) if w is None else w.to_delayed(optimize_graph=False).ravel()
     token = dask.base.tokenize(specs, rows.data, y, w, fan_in)
     block_fn = dask.delayed(_block_stats_one_blas_thread, pure=True)
     level = [
@@ -139,7 +141,10 @@ def _lazy_rows(
             for j, i in enumerate(range(0, len(level), fan_in))
         ]
         depth += 1
-    return dask.delayed(_finish, pure=True)(level[0], single, dask_key_name=f"ddr-stats-{token}")
+    form = "one" if single else "all"  # a single statistic and a list differ in shape
+    return dask.delayed(_finish, pure=True)(
+        level[0], single, dask_key_name=f"ddr-stats-{form}-{token}"
+    )
 
 
 def compute(
