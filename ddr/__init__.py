@@ -17,6 +17,7 @@ _EXPORTS: dict[str, str] = {
     "stats": "ddr.stats",
     "io": "ddr.io",
     "load": "ddr.io.models",
+    "run_pipeline": "ddr.pipeline",
     # linear reductions
     "StandardScaler": "ddr.preprocessing.scaler",
     "PCA": "ddr.decomposition.pca",

@@ -108,7 +108,7 @@ def run(
     """
     from ddr.cluster import cluster_client, load_cluster_config
     from ddr.cluster import dry_run as cluster_dry_run
-    from ddr.pipeline.errors import PipelineError, RunError
+    from ddr.config.errors import PipelineError, RunError
     from ddr.pipeline.planner import plan_pipeline
     from ddr.pipeline.runner import run_plan
 
@@ -166,8 +166,8 @@ def validate_cmd(
     backend's keyword names.
     """
     from ddr.cluster import validate_cluster
-    from ddr.pipeline.errors import PipelineError
-    from ddr.pipeline.loader import load_document
+    from ddr.config.document import load_document
+    from ddr.config.errors import PipelineError
     from ddr.pipeline.planner import plan_pipeline
 
     problems = []
@@ -326,7 +326,7 @@ def plan_cmd(
 
     Nothing is read but metadata, nothing is written.
     """
-    from ddr.pipeline.errors import PipelineError
+    from ddr.config.errors import PipelineError
     from ddr.pipeline.planner import plan_pipeline
 
     try:

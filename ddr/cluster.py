@@ -42,9 +42,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
-from ddr.pipeline.errors import Location, PipelineError, Problem
-from ddr.pipeline.loader import Document, load_document
-from ddr.pipeline.schema import validate
+from ddr.config.document import Document, load_document
+from ddr.config.errors import Location, PipelineError, Problem
+from ddr.config.validation import validate
 
 __all__ = [
     "BUILTIN",

@@ -17,7 +17,7 @@ from ddr.cluster import (
     json_schema,
     load_cluster_config,
 )
-from ddr.pipeline.errors import PipelineError
+from ddr.config.errors import PipelineError
 
 SHIPPED = ["local", "address", "slurm", "pbs", "kubernetes"]
 

@@ -95,7 +95,8 @@ def test_save_load_roundtrip_exact(name, tmp_path: Path, rng):
     assert output_status(tmp_path / "model.zarr") == "complete"
     back = ddr.load(tmp_path / "model.zarr")
     assert back.get_params() == est.get_params() or json.dumps(
-        back.get_params(), default=str) == json.dumps(est.get_params(), default=str)
+        back.get_params(), default=str
+    ) == json.dumps(est.get_params(), default=str)
     assert_same_state(vars(back), vars(est), name)
     # the state is bit-exact; outputs computed from it agree to round-off only, because
     # numpy's SIMD loops round differently with the alignment of the buffers they are given
@@ -119,8 +120,7 @@ def test_save_errors(tmp_path: Path, rng):
         est.save(tmp_path / "m.zarr")
     est.save(tmp_path / "m.zarr", if_exists="overwrite")
     seeded = ddr.GaussianRandomProjection(n_components=2, random_state=np.random.RandomState(0))
-    with pytest.raises(TypeError, match="parameter random_state is a RandomState; use an int "
-                                        "seed"):
+    with pytest.raises(TypeError, match="parameter random_state is a RandomState; use an int seed"):
         save_model(seeded.fit(rng.standard_normal((20, 4))), tmp_path / "s.zarr")
     with pytest.raises(FileNotFoundError, match="no saved model at"):
         ddr.load(tmp_path / "nothing.zarr")
@@ -129,7 +129,6 @@ def test_save_errors(tmp_path: Path, rng):
     with pytest.raises(ValueError, match="is incomplete"):
         ddr.load(tmp_path / "half.zarr")
     g = zarr.open_group(str(tmp_path / "evil.zarr"), mode="w")
-    g.attrs.update({"ddr:status": "complete", "ddr:model": "os.system", "params": {},
-                    "state": {}})
+    g.attrs.update({"ddr:status": "complete", "ddr:model": "os.system", "params": {}, "state": {}})
     with pytest.raises(ValueError, match="not a ddr model"):
         ddr.load(tmp_path / "evil.zarr")

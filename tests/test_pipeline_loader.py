@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from ddr.config.document import parse_overrides
+from ddr.config.errors import Location
 from ddr.pipeline import PipelineError, json_schema, load_document
-from ddr.pipeline.errors import Location
-from ddr.pipeline.loader import parse_overrides
 from ddr.pipeline.registry import op_names
 
 

@@ -32,9 +32,9 @@ __all__ = [
 _WHERE = {
     "Pipeline": "ddr.pipeline.schema",
     "json_schema": "ddr.pipeline.schema",
-    "PipelineError": "ddr.pipeline.errors",
-    "RunError": "ddr.pipeline.errors",
-    "load_document": "ddr.pipeline.loader",
+    "PipelineError": "ddr.config.errors",
+    "RunError": "ddr.config.errors",
+    "load_document": "ddr.config.document",
     "Plan": "ddr.pipeline.planner",
     "plan_pipeline": "ddr.pipeline.planner",
     "RunSummary": "ddr.pipeline.summary",

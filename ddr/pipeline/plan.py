@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ddr.pipeline.loader import Document
+from ddr.config.document import Document
 from ddr.pipeline.registry import Op
 from ddr.pipeline.schema import InputSpec, Output, Pipeline, StepSpec, split_ref
 

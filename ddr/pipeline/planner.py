@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
+from ddr.config.document import Document, load_document
+from ddr.config.errors import Location, PipelineError, Problem
 from ddr.pipeline import registry
-from ddr.pipeline.errors import Location, PipelineError, Problem
 from ddr.pipeline.inputs import metadata_fingerprint, open_pipeline_input
-from ddr.pipeline.loader import Document, load_document
 from ddr.pipeline.output_checks import OutputChecks
 from ddr.pipeline.plan import (
     FINGERPRINT_ATTR,

@@ -34,8 +34,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ddr.config.errors import RunError
 from ddr.pipeline._counting import count_key
-from ddr.pipeline.errors import RunError
 from ddr.pipeline.fitplans import call, fit_plan
 from ddr.pipeline.planner import Phase, Plan, StepPlan
 from ddr.pipeline.schema import split_ref

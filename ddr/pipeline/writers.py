@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ddr.pipeline.errors import RunError
+from ddr.config.errors import RunError
 from ddr.pipeline.plan import FINGERPRINT_ATTR, OutputPlan
 from ddr.pipeline.schema import PlotOutput, ZarrOutput, split_ref
 from ddr.pipeline.summary import _rel

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ddr.pipeline.errors import Location, PipelineError, Problem
+from ddr.config.errors import Location, PipelineError, Problem
 
 __all__ = ["Document", "Span", "load_document", "parse_overrides"]
 
