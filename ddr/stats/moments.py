@@ -36,47 +36,59 @@ def _sub_block_rows(n_features: int) -> int:
 def _centred_sums(
     X: np.ndarray, w: np.ndarray | None, diagonal: bool
 ) -> tuple[float, np.ndarray, np.ndarray]:
-    """Weight, mean and centred scatter of a finite block, in float64."""
+    """Weight, mean and centred scatter of a finite block, in float64.
+
+    Rows are centred on the mean of the block's first sub-block (close enough to the block
+    mean that nothing cancels) and the exact mean is recovered from the column sums of the
+    centred rows, which the scatter's product yields for free through an extra column of
+    ones (sqrt-weights when weighted). One read of the block from memory.
+    """
     n, d = X.shape
     if n == 0:
         return 0.0, np.zeros(d), np.zeros(d) if diagonal else np.zeros((d, d))
+    step = _sub_block_rows(d)
     with np.errstate(over="ignore", invalid="ignore"):
-        if w is None:
-            total = float(n)
-            shift = X.mean(axis=0, dtype=np.float64)
-        else:
-            total = float(w.sum())
-            shift = (w @ X) / total if total > 0 else np.zeros(d)
-    shift = np.asarray(shift, dtype=np.float64)
-    if not np.isfinite(shift).all():
+        head = X[:step]
+        shift = head.mean(axis=0, dtype=np.float64)
+        if w is not None and w[:step].sum() > 0:
+            shift = (w[:step] @ head) / w[:step].sum()
+    shift = np.where(np.isfinite(shift), shift, 0.0)  # non-finite input is reported below
+    total = float(n) if w is None else float(w.sum())
+    width = d if diagonal else d + 1
+    buf = np.empty((min(step, n), width), dtype=np.float64)
+    resid = np.zeros(d)
+    scatter = np.zeros(d) if diagonal else np.zeros((width, width), order="F")
+    with np.errstate(over="ignore", invalid="ignore"):
+        for start in range(0, n, step):
+            xs = X[start : start + step]
+            out = buf[: xs.shape[0]]
+            # convert then subtract in place: a mixed-dtype ufunc is ~25% slower at d = 100
+            np.copyto(out[:, :d], xs)
+            np.subtract(out[:, :d], shift, out=out[:, :d])
+            if w is None:
+                if diagonal:
+                    resid += out.sum(axis=0)
+                else:
+                    out[:, d] = 1.0
+            else:
+                ws = w[start : start + step]
+                if diagonal:
+                    resid += ws @ out
+                else:
+                    out[:, d] = 1.0
+                out *= np.sqrt(ws)[:, None]
+            if diagonal:
+                scatter += np.einsum("ij,ij->j", out, out)
+            else:
+                scatter = dsyrk(1.0, out.T, beta=1.0, c=scatter, trans=0, overwrite_c=1)
+    if not diagonal:
+        resid = scatter[:d, d].copy()
+        scatter = np.triu(scatter[:d, :d]) + np.triu(scatter[:d, :d], 1).T
+    if not (np.isfinite(resid).all() and np.isfinite(scatter).all()):
         check_finite(X)
         raise ValueError("X has values too large to accumulate in float64")
-
-    step = _sub_block_rows(d)
-    buf = np.empty((min(step, n), d), dtype=np.float64)
-    resid = np.zeros(d)
-    scatter = np.zeros(d) if diagonal else np.zeros((d, d), order="F")
-    for start in range(0, n, step):
-        xs = X[start : start + step]
-        out = buf[: xs.shape[0]]
-        # convert then subtract in place: a mixed-dtype ufunc is ~25% slower at d = 100
-        np.copyto(out, xs)
-        np.subtract(out, shift, out=out)
-        if w is None:
-            resid += out.sum(axis=0)
-        else:
-            ws = w[start : start + step]
-            resid += ws @ out
-            out *= np.sqrt(ws)[:, None]
-        if diagonal:
-            scatter += np.einsum("ij,ij->j", out, out)
-        else:
-            scatter = dsyrk(1.0, out.T, beta=1.0, c=scatter, trans=0, overwrite_c=1)
-    if not diagonal:
-        scatter = np.triu(scatter) + np.triu(scatter, 1).T
     if total > 0:
-        # The block mean in float64 still carries the rounding of its sum; the residual mean of
-        # the centred rows corrects it exactly (a second, free pass over data in cache).
+        # the exact mean, and the scatter about it: S - W r r^T with r = mean - shift
         r = resid / total
         shift = shift + r
         scatter = scatter - total * (np.outer(r, r) if not diagonal else r * r)
