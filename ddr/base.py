@@ -129,6 +129,23 @@ class DDRMixin:
             )
         return rows
 
+    def _component_rows(self, X: Any, *, sample_dim: Hashable | None = None) -> Rows:
+        """Validate scores (one column per component) for ``inverse_transform``."""
+        from sklearn.utils import check_array
+
+        check_is_fitted(self)
+        rows = as_rows(X, sample_dim=sample_dim) if _is_lazy_or_xarray(X) else as_rows(X)
+        if not rows.is_lazy:
+            data = check_array(rows.data, dtype=[np.float64, np.float32])
+            rows = Rows(data, rows.kind, rows.sample_dim, rows.feature_dim, rows.template)
+        n_components = self.n_components_
+        if rows.shape[1] != n_components:
+            raise ValueError(
+                f"X has {rows.shape[1]} columns, but {type(self).__name__}.inverse_transform "
+                f"is expecting {n_components} (one per component)"
+            )
+        return rows
+
     def _labels(self, y: Any, rows: Rows) -> Any:
         """Labels aligned with ``rows`` (numpy for in-memory rows, dask with the same chunks)."""
         return align_to_rows(y, rows, "y")

@@ -248,8 +248,8 @@ def test_bad_input(rng):
         KernelPCA(2).fit(X).inverse_transform(np.zeros((3, 2)))
     with pytest.raises(
         ValueError,
-        match=r"X has 3 columns but KernelPCA.inverse_transform "
-        r"expects 2",
+        match=r"X has 3 columns, but KernelPCA.inverse_transform "
+        r"is expecting 2",
     ):
         KernelPCA(2, fit_inverse_transform=True).fit(X).inverse_transform(np.zeros((3, 3)))
     with pytest.raises(ValueError, match=r"X has 4 features, but KernelPCA is expecting 3"):

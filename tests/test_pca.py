@@ -295,7 +295,7 @@ def test_transform_wrong_number_of_features(rng):
         pca.transform(np.ones((4, 3)))
     with pytest.raises(ValueError, match="X has 3 features, but PCA is expecting 5 features"):
         pca.transform(da.ones((4, 3), chunks=(2, -1)))
-    with pytest.raises(ValueError, match=r"X has 3 features, but PCA\.inverse_transform is expect"):
+    with pytest.raises(ValueError, match=r"X has 3 columns, but PCA\.inverse_transform is expect"):
         pca.inverse_transform(np.ones((4, 3)))
 
 

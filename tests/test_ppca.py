@@ -313,7 +313,7 @@ def test_bad_input(rng):
         PPCA(2).fit(Xi)
     with pytest.raises(
         ValueError,
-        match=r"X has 3 columns but PPCA.inverse_transform expects "
+        match=r"X has 3 columns, but PPCA.inverse_transform is expecting "
         r"2",
     ):
         PPCA(2).fit(X).inverse_transform(np.zeros((4, 3)))

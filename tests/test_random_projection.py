@@ -172,7 +172,7 @@ def test_bad_input(rng):
     rp = GaussianRandomProjection(3).fit(X)
     with pytest.raises(ValueError, match="X has 29 features, but GaussianRandomProjection is exp"):
         rp.transform(X[:, 1:])
-    with pytest.raises(ValueError, match="is expecting 3 components as input"):
+    with pytest.raises(ValueError, match=r"is expecting 3 \(one per component\)"):
         rp.inverse_transform(X)
     with pytest.raises(NotFittedError):
         SparseRandomProjection(3).transform(X)

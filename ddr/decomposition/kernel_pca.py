@@ -48,7 +48,6 @@ from ddr.linalg.nystrom import (
     select_landmarks,
 )
 from ddr.stats import compute
-from ddr.stats._input import as_rows
 
 __all__ = ["DENSE_MAX_SAMPLES", "EXACT_MAX_SAMPLES", "KernelPCA"]
 
@@ -508,22 +507,7 @@ default="linear"
                 f"{type(self).__name__}: inverse_transform needs fit_inverse_transform=True "
                 "at fit time (the pre-image map is learned during fit)"
             )
-        rows = as_rows(X, sample_dim=sample_dim)
-        if rows.shape[1] != self.n_components_:
-            raise ValueError(
-                f"X has {rows.shape[1]} columns but {type(self).__name__}.inverse_transform "
-                f"expects {self.n_components_} (one per component)"
-            )
-        if not rows.is_lazy:
-            from sklearn.utils import check_array
-
-            rows = type(rows)(
-                check_array(rows.data, dtype=np.float64),
-                rows.kind,
-                rows.sample_dim,
-                rows.feature_dim,
-                rows.template,
-            )
+        rows = self._component_rows(X, sample_dim=sample_dim)
         fdim = getattr(self, "feature_dim_", None) or "feature"
         return map_rows(
             rows,

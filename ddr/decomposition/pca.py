@@ -28,7 +28,7 @@ import dask
 import numpy as np
 from scipy import linalg
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.utils import check_array, check_random_state
+from sklearn.utils import check_random_state
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
@@ -40,7 +40,7 @@ from ddr.decomposition._pca_solvers import (
     solve_randomized,
 )
 from ddr.stats import Moments, lazy
-from ddr.stats._input import as_rows, is_dask, is_xarray
+from ddr.stats._input import is_dask, is_xarray
 
 __all__ = ["AUTO_COVARIANCE_MAX_FEATURES", "FRACTION_MAX_COMPONENTS", "PCA"]
 
@@ -483,16 +483,7 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         -------
         X_original : same kind as X, shape (n_samples, n_features_in_)
         """
-        check_is_fitted(self)
-        if is_dask(X) or is_xarray(X):
-            rows = as_rows(X, sample_dim=sample_dim)
-        else:
-            rows = as_rows(check_array(X, dtype=[np.float64, np.float32]))
-        if rows.shape[1] != self.n_components_:
-            raise ValueError(
-                f"X has {rows.shape[1]} features, but {type(self).__name__}.inverse_transform "
-                f"is expecting {self.n_components_} components as input"
-            )
+        rows = self._component_rows(X, sample_dim=sample_dim)
         fdim = getattr(self, "feature_dim_", "feature")
         dtype = _out_dtype(rows.data.dtype)
         return map_rows(

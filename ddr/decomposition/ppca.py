@@ -35,7 +35,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ddr.base import FEATURE, DDRMixin, FitPlan, map_rows
 from ddr.stats import Moments, compute, lazy
-from ddr.stats._input import as_rows, is_dask, is_xarray
+from ddr.stats._input import is_dask, is_xarray
 from ddr.stats.pairwise_moments import PairwiseMoments
 from ddr.stats.ppca_sums import PPCAParams, PPCASums, complete_posterior, row_posterior
 
@@ -564,13 +564,7 @@ class PPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         -------
         ndarray, dask array or DataArray of shape (n_samples, n_features_in_)
         """
-        check_is_fitted(self)
-        rows = as_rows(X, sample_dim=sample_dim)
-        if rows.shape[1] != self.n_components_:
-            raise ValueError(
-                f"X has {rows.shape[1]} columns but {type(self).__name__}.inverse_transform "
-                f"expects {self.n_components_} (one per component)"
-            )
+        rows = self._component_rows(X, sample_dim=sample_dim)
         return map_rows(
             rows,
             _inverse_block,

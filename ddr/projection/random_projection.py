@@ -21,13 +21,11 @@ import scipy.sparse as sp
 from scipy import linalg
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.exceptions import DataDimensionalityWarning
-from sklearn.utils import check_array, check_random_state
+from sklearn.utils import check_random_state
 from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.random import sample_without_replacement
-from sklearn.utils.validation import check_is_fitted
 
 from ddr.base import FEATURE, DDRMixin, map_rows
-from ddr.stats._input import as_rows, is_dask, is_xarray
 
 __all__ = ["GaussianRandomProjection", "SparseRandomProjection", "johnson_lindenstrauss_min_dim"]
 
@@ -226,16 +224,7 @@ class _BaseRandomProjection(
         -------
         X_original : same kind as X, shape (n_samples, n_features_in_)
         """
-        check_is_fitted(self)
-        if is_dask(X) or is_xarray(X):
-            rows = as_rows(X, sample_dim=sample_dim)
-        else:
-            rows = as_rows(check_array(X, dtype=[np.float64, np.float32]))
-        if rows.shape[1] != self.n_components_:
-            raise ValueError(
-                f"X has {rows.shape[1]} features, but {type(self).__name__}.inverse_transform "
-                f"is expecting {self.n_components_} components as input"
-            )
+        rows = self._component_rows(X, sample_dim=sample_dim)
         inverse = (
             self.inverse_components_
             if self.compute_inverse_components
