@@ -6,6 +6,7 @@ import numpy as np
 
 __all__ = [
     "check_block",
+    "class_index",
     "check_finite",
     "check_labels",
     "check_same_labels_kind",
@@ -77,6 +78,14 @@ def check_labels(y: np.ndarray, n_samples: int, name: str = "y") -> np.ndarray:
     if y.dtype.kind == "f" and not np.isfinite(y).all():
         raise ValueError(f"{name} contains NaN or infinite labels; every sample needs a class")
     return y
+
+
+def class_index(y: np.ndarray | None, n_samples: int) -> tuple[np.ndarray | None, np.ndarray, int]:
+    """Sorted classes (None without labels), each row's class index, and the class count."""
+    if y is None:
+        return None, np.zeros(n_samples, dtype=np.int64), 1
+    classes, inverse = np.unique(check_labels(y, n_samples), return_inverse=True)
+    return classes, inverse, classes.shape[0]
 
 
 def check_same_labels_kind(a: np.ndarray, b: np.ndarray, what: str) -> None:

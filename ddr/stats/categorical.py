@@ -7,7 +7,7 @@ from typing import Any, Self
 
 import numpy as np
 
-from ddr.stats._checks import check_block, check_labels, check_weights
+from ddr.stats._checks import check_block, check_weights, class_index
 from ddr.stats.base import Statistic
 from ddr.stats.class_moments import union_classes
 
@@ -76,11 +76,7 @@ class CategoricalCounts(Statistic):
         X = check_categories(check_block(X), max_categories)
         n, d = X.shape
         w = check_weights(sample_weight, n)
-        if y is None:
-            classes, inverse = None, np.zeros(n, dtype=np.int64)
-        else:
-            classes, inverse = np.unique(check_labels(y, n), return_inverse=True)
-        k = 1 if classes is None else classes.shape[0]
+        classes, inverse, k = class_index(y, n)
         n_cat = (X.max(axis=0) + 1) if n else np.zeros(d, dtype=np.int64)
         c = int(n_cat.max()) if d and n else 0
         flat = (inverse[:, None] * d + np.arange(d)) * c + X

@@ -21,7 +21,7 @@ from typing import Any, Self
 
 import numpy as np
 
-from ddr.stats._checks import check_block, check_finite, check_labels, check_weights
+from ddr.stats._checks import check_block, check_finite, check_weights, class_index
 from ddr.stats.base import Statistic
 from ddr.stats.class_moments import union_classes
 
@@ -116,11 +116,7 @@ class Histogram(Statistic):
             check_finite(X, hint="; the histogram needs finite values")
         n, d = X.shape
         w = check_weights(sample_weight, n)
-        if y is None:
-            classes, inverse = None, np.zeros(n, dtype=np.int64)
-        else:
-            classes, inverse = np.unique(check_labels(y, n), return_inverse=True)
-        k = 1 if classes is None else classes.shape[0]
+        classes, inverse, k = class_index(y, n)
         min_e = _MIN_EXPONENT if not min_bin_width else int(np.floor(np.log2(min_bin_width)))
         if n == 0:
             return cls.empty(classes, d, n_bins)
