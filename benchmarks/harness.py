@@ -209,14 +209,54 @@ class Context:
     def _restart_if_broken(self) -> None:
         if self._client is None:
             return
-        n = len(self._client.scheduler_info()["workers"])
-        if n < 2:
+        try:
+            if len(self._client.scheduler_info()["workers"]) >= 2:
+                return
             self._client.restart()
+        except Exception:  # a nanny that cannot restart its worker: start a new cluster
+            self.close()
 
     def close(self) -> None:
         if self._client is not None:
-            self._client.close()
-            self._cluster.close()
+            with contextlib.suppress(Exception):
+                self._client.close()
+                self._cluster.close()
+            self._client = self._cluster = None
+
+    @contextlib.contextmanager
+    def _watchdog(self, scheduler: str, timeout: float) -> Iterator[list[str]]:
+        """Give up on a cluster row that lost its workers for good or ran past ``timeout``:
+        closing the cluster makes the running compute raise, and the row is a failure."""
+        verdict: list[str] = []
+        if scheduler != "cluster":
+            yield verdict
+            return
+        client, stop = self._client, threading.Event()
+
+        def watch() -> None:
+            start, short_since = time.perf_counter(), None
+            while not stop.wait(2.0):
+                try:
+                    n = len(client.scheduler_info()["workers"])
+                except Exception:
+                    return
+                now = time.perf_counter()
+                short_since = None if n >= 1 else (short_since or now)
+                if short_since is not None and now - short_since > 30:
+                    verdict.append("WorkersLost")
+                elif now - start > timeout:
+                    verdict.append(f"Timeout after {timeout:.0f} s")
+                if verdict:
+                    self.close()
+                    return
+
+        thread = threading.Thread(target=watch, daemon=True)
+        thread.start()
+        try:
+            yield verdict
+        finally:
+            stop.set()
+            thread.join()
 
     @contextlib.contextmanager
     def _scheduler(self, scheduler: str) -> Iterator[None]:
@@ -253,12 +293,14 @@ class Context:
         scheduler: str = "cluster",
         in_memory: bool = False,
         children: bool | None = None,
+        timeout: float = 900.0,
     ) -> Row:
         """Run ``fn`` under ``scheduler`` and record a row (median of ``repeat`` runs).
 
         ``in_memory`` marks methods that work on ``ctx.numpy(name)`` (loaded beforehand,
         not timed): their passes are reported as "in memory". ``children`` includes the
-        memory of child processes (default: for cluster rows only).
+        memory of child processes (default: for cluster rows only). A cluster row that loses
+        its workers for good, or runs past ``timeout`` seconds, is recorded as failed.
         """
         label = f"{method} ({SCHEDULER_LABEL[scheduler]})"
         runs = []
@@ -270,12 +312,19 @@ class Context:
                     children=scheduler == "cluster" if children is None else children
                 ) as mem:
                     start = time.perf_counter()
-                    try:
-                        metrics = fn() or {}
-                    except Exception as exc:  # recorded: peers that die are results too
-                        error = type(exc).__name__
+                    with self._watchdog(scheduler, timeout) as verdict:
+                        try:
+                            metrics = fn() or {}
+                        except Exception as exc:  # recorded: peers that die are results too
+                            error = type(exc).__name__
                     seconds = time.perf_counter() - start
-                passes = None if in_memory else self._read_bytes() / self.stored_bytes(dataset)
+                    if verdict:
+                        error = verdict[0]
+                passes = None
+                if "passes" in metrics:  # measured by fn itself (e.g. on a cluster of its own)
+                    passes = metrics.pop("passes")
+                elif not in_memory and not verdict:
+                    passes = self._read_bytes() / self.stored_bytes(dataset)
             runs.append(
                 Row(self.suite, label, dataset, seconds, mem.peak / 2**20, passes, metrics, error)
             )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dask.array as da
 import numpy as np
 
+from benchmarks import counting
 from benchmarks.harness import Context, max_rel_err
 from ddr.stats import Moments, compute
 
@@ -70,11 +71,17 @@ def memory_check(ctx: Context, name: str) -> None:
         def fit() -> dict:
             import dask
 
+            client.run(counting.reset)
             with dask.config.set(scheduler=client):
                 compute(Moments, ctx.array(name))
+            read = sum(client.run(counting.read_bytes).values())
             spilled = client.run(lambda dask_worker: len(getattr(dask_worker.data, "slow", ())))
             after = set(client.scheduler_info()["workers"])
-            return {"spilled_keys": sum(spilled.values()), "restarted_workers": len(before - after)}
+            return {
+                "passes": read / ctx.stored_bytes(name),
+                "spilled_keys": sum(spilled.values()),
+                "restarted_workers": len(before - after),
+            }
 
         ctx.measure("ddr Moments, 2 workers x 1 GiB", name, fit, scheduler="sync", children=True)
 
