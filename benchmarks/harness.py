@@ -149,8 +149,11 @@ class Context:
         return da.from_zarr(self.zarr_array(name, "y"))
 
     def numpy(self, name: str) -> np.ndarray:
-        """The whole ``X`` in memory (float32), loaded once per run."""
+        """The whole ``X`` in memory (float32), loaded once and kept until another is loaded."""
         if name not in self._numpy:
+            # one dataset in memory at a time: a cached array would count in the peak memory
+            # of every later row
+            self._numpy.clear()
             self._numpy[name] = self.zarr_array(name)[...]
         return self._numpy[name]
 
