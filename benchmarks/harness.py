@@ -306,6 +306,8 @@ class Context:
         its workers for good, or runs past ``timeout`` seconds, is recorded as failed.
         """
         label = f"{method} ({SCHEDULER_LABEL[scheduler]})"
+        for cached in [k for k in self._numpy if k != dataset]:
+            del self._numpy[cached]  # another dataset's array would inflate this row's memory
         runs = []
         for _ in range(self.repeat):
             with self._scheduler(scheduler):
