@@ -225,7 +225,7 @@ def test_lda_singular_eigen_and_bad_n_components():
         ddr.LinearDiscriminantAnalysis(shrinkage=0.1).fit(X, y)
     with pytest.raises(ValueError, match=r"shrinkage must be None, 'auto' or a float in \[0, 1\]"):
         ddr.LinearDiscriminantAnalysis(solver="lsqr", shrinkage=2.0).fit(X, y)
-    with pytest.raises(NotImplementedError, match="lsqr"):
+    with pytest.raises(ValueError, match="the 'lsqr' solver does not compute; use solver='svd'"):
         ddr.LinearDiscriminantAnalysis(solver="lsqr").fit(X, y).transform(X)
 
 

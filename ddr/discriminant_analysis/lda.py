@@ -262,8 +262,9 @@ class LinearDiscriminantAnalysis(
             A DataArray has a ``component`` dim.
         """
         if self.solver == "lsqr":
-            raise NotImplementedError(
-                "transform not implemented for 'lsqr' solver (use 'svd' or 'eigen')."
+            raise ValueError(
+                "transform needs the discriminant directions, which the 'lsqr' solver does not "
+                "compute; use solver='svd' or 'eigen'"
             )
         check_is_fitted(self)
         rows = self._predict_rows(X, sample_dim)

@@ -26,6 +26,7 @@ raise a ``ValueError`` naming the class. Smoothed categorical and Bernoulli mode
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -138,7 +139,7 @@ def _log(p: np.ndarray) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------ base class
-class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator):
+class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC):
     """Fit by one pass of statistics, ``partial_fit`` by merge, blockwise predictions.
 
     Subclasses implement:
@@ -161,21 +162,25 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator):
     _defined_without_data: bool = False
 
     # --------------------------------------------------------------- subclass hooks
-    def _statistics(self) -> dict[str, StatSpec]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _statistics(self) -> dict[str, StatSpec]:
+        """The statistics of one pass, by the fitted attribute that stores them."""
 
+    @abc.abstractmethod
     def _empty_statistics(self, classes: np.ndarray, n_features: int) -> dict[str, Statistic]:
-        raise NotImplementedError  # pragma: no cover - abstract
+        """The same statistics for declared classes and no rows (the merge identity)."""
 
-    def _update(self) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _update(self) -> None:
+        """Set the fitted parameters from the stored statistics."""
 
-    def _priors(self) -> np.ndarray:  # pragma: no cover - abstract
+    @abc.abstractmethod
+    def _priors(self) -> np.ndarray:
         """The class priors the fitted model uses, shape (n_classes,)."""
-        raise NotImplementedError
 
-    def _jll(self) -> tuple[Callable, tuple]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _jll(self) -> tuple[Callable, tuple]:
+        """``(function, params)``: the blockwise joint log-likelihood and its arrays."""
 
     def _transform_input(self, data: Any) -> Any:
         """Map the (numpy or dask) rows before statistics and predictions; identity here."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +42,9 @@ class OutputChecks:
     force: bool
     resume: bool
 
-    def problem(self, path: tuple[Any, ...], message: str, *, key: bool = False) -> None:
-        raise NotImplementedError  # pragma: no cover - provided by the planner
+    problem: Callable[..., Any]  # provided by the concrete class
 
-    def _resolve(self, ref: str, where: tuple[Any, ...]) -> ValueMeta | None:
-        raise NotImplementedError  # pragma: no cover - provided by the planner
+    _resolve: Callable[..., Any]  # provided by the concrete class
 
     def _output(self, i: int, spec: Output, default_if_exists: str) -> None:
         src = spec.from_
