@@ -94,11 +94,14 @@ def write_results(machine: str) -> None:
     parts = [
         "# ddr benchmark results\n",
         f"Machine: {machine}\n",
-        "Cells: wall seconds (x the dask read floor on the same cluster, same run), peak "
-        "resident memory of all processes (client and workers), passes over the data (chunk "
-        "bytes read / stored bytes), and accuracy. LC = LocalCluster, 2 workers x 1 thread, "
-        "4 GiB each; thr = dask threaded scheduler; 1proc = one process, no dask. Datasets "
-        "(`ddr demo-data`, float32, zstd, rank-10 signal + unit noise, 5 classes): "
+        "Cells: wall seconds (x the dask read floor on the same cluster, same run; rows "
+        "with a target against the floor (ddr Moments, PCA, GaussianNB/QDA fit, a PPCA "
+        "iteration) are the median of 3 runs, each right after its own floor run, and divide "
+        "by the median of those floors), peak resident memory of all processes (client and "
+        "workers), passes over the data (chunk bytes read / stored bytes), and accuracy. "
+        "LC = LocalCluster, 2 workers x 1 thread, 4 GiB each; thr = dask threaded scheduler; "
+        "1proc = one process, no dask. Datasets (`ddr demo-data`, float32, zstd, rank-10 "
+        "signal + unit noise, 5 classes): "
         + "; ".join(
             f"{k} {v.n_samples:,} x {v.n_features} in chunks of {v.chunk_rows:,} rows"
             for k, v in DATASETS.items()

@@ -43,6 +43,7 @@ DATASETS: dict[str, DemoSpec] = {
     ),
 }
 
+PAIRED_REPEAT = 3
 SCHEDULER_LABEL = {"cluster": "LC", "threads": "thr", "sync": "sync", "none": "1proc"}
 
 
@@ -74,6 +75,7 @@ class Row:
     passes: float | None
     metrics: dict[str, float]
     error: str | None = None
+    floor: float | None = None  # the read floor re-measured beside this row, when paired
 
 
 class _PeakMemory:
@@ -204,9 +206,10 @@ class Context:
                 processes=True,
             )
             self._client = Client(self._cluster, set_as_default=False)
-            # warm the workers (imports, first zarr read) so no row pays for it
+            # warm both workers (imports, first zarr reads) so no row pays for it
             with dask.config.set(scheduler=self._client):
-                self.array(self.datasets[0])[:10].sum().compute()
+                first = self.array(self.datasets[0])
+                first[: 8 * first.chunks[0][0]].sum().compute()
         return self._client
 
     def _restart_if_broken(self) -> None:
@@ -297,8 +300,14 @@ class Context:
         in_memory: bool = False,
         children: bool | None = None,
         timeout: float = 900.0,
+        paired_floor: bool = False,
     ) -> Row:
         """Run ``fn`` under ``scheduler`` and record a row (median of ``repeat`` runs).
+
+        ``paired_floor`` (rows with a target relative to the read floor): run at least
+        :data:`PAIRED_REPEAT` times, re-measure the dask read floor right before each run,
+        and take the row's ratio against the median of those floors, so that drift of the
+        machine's speed during a long run does not bias the ratio.
 
         ``in_memory`` marks methods that work on ``ctx.numpy(name)`` (loaded beforehand,
         not timed): their passes are reported as "in memory". ``children`` includes the
@@ -308,8 +317,10 @@ class Context:
         label = f"{method} ({SCHEDULER_LABEL[scheduler]})"
         for cached in [k for k in self._numpy if k != dataset]:
             del self._numpy[cached]  # another dataset's array would inflate this row's memory
-        runs = []
-        for _ in range(self.repeat):
+        runs, floors = [], []
+        for _ in range(max(self.repeat, PAIRED_REPEAT) if paired_floor else self.repeat):
+            if paired_floor:
+                floors.append(self._time_floor(dataset))
             with self._scheduler(scheduler):
                 self._reset_counters()
                 error, metrics = None, {}
@@ -337,6 +348,8 @@ class Context:
                 self._restart_if_broken()
                 break
         row = sorted(runs, key=lambda r: r.seconds)[len(runs) // 2]
+        if floors:
+            row.floor = sorted(floors)[len(floors) // 2]
         self.rows.append(row)
         print(
             f"[{self.suite}] {dataset} {label}: {format_cell(row, self.floor_seconds(dataset))}",
@@ -347,6 +360,12 @@ class Context:
     # ------------------------------------------------------------- read floor
     def floor_seconds(self, name: str) -> float | None:
         return self._floors.get(name)
+
+    def _time_floor(self, name: str) -> float:
+        with self._scheduler("cluster"):
+            start = time.perf_counter()
+            self.array(name).sum().compute()
+            return time.perf_counter() - start
 
     def measure_floor(self, name: str) -> float:
         """The dask read floor on the cluster: one pass summing ``X``; the ratios' reference."""
@@ -374,6 +393,7 @@ def format_cell(row: Row, floor: float | None) -> str:
     if row.error:
         return f"fails: {row.error} after {row.seconds:.1f} s"
     parts = [f"{row.seconds:.2f} s"]
+    floor = row.floor or floor
     if floor and "read floor" not in row.method:
         parts[0] += f" (x{row.seconds / floor:.2f})"
     parts.append(

@@ -36,6 +36,7 @@ def run(ctx: Context) -> None:
                 name,
                 lambda n=name: eig_err(compute(Moments, ctx.array(n)).covariance(1)),
                 scheduler=scheduler,
+                paired_floor=scheduler == "cluster",
             )
         ctx.measure(
             "dask mean + cov",

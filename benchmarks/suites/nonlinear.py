@@ -173,7 +173,13 @@ def _ppca(ctx: Context, name: str) -> None:
                 PPCA(K, init="random", max_iter=1).fit(ctx.array(name))
             return {}
 
-        ctx.measure("ddr PPCA, one EM iteration", name, one_iteration, scheduler=scheduler)
+        ctx.measure(
+            "ddr PPCA, one EM iteration",
+            name,
+            one_iteration,
+            scheduler=scheduler,
+            paired_floor=scheduler == "cluster",
+        )
 
     def em() -> dict:
         m = PPCA(K, tol=1e-9).fit(ctx.array(name))
