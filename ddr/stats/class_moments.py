@@ -11,10 +11,17 @@ import dataclasses
 from typing import Any, Self
 
 import numpy as np
+from scipy.linalg.blas import dgemm
 
-from ddr.stats._checks import check_block, check_labels, check_same_labels_kind
+from ddr.stats._checks import (
+    check_block,
+    check_finite,
+    check_labels,
+    check_same_labels_kind,
+    check_weights,
+)
 from ddr.stats.base import Statistic
-from ddr.stats.moments import Moments, NanPolicy
+from ddr.stats.moments import Moments, NanPolicy, _centred_sums, _sub_block_rows
 
 __all__ = ["ClassMoments", "group_rows"]
 
@@ -25,6 +32,62 @@ def group_rows(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[slice]]:
     order = np.argsort(inverse, kind="stable")
     bounds = np.concatenate([[0], np.cumsum(np.bincount(inverse, minlength=len(classes)))])
     return classes, order, [slice(bounds[i], bounds[i + 1]) for i in range(len(classes))]
+
+
+def _diagonal_class_sums(
+    X: np.ndarray, inverse: np.ndarray, n_classes: int, w: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-class weight, mean and per-feature scatter of a finite block, in float64.
+
+    One read of the block, no regrouping of its rows (a gather of the whole block costs as
+    much as the statistic): each cache-sized sub-block is centred on its rows' class shifts
+    (the class mean over the first sub-block, else the class's first row: close enough that
+    nothing cancels) and reduced by two small GEMMs with the class indicator matrix (weights
+    in place of ones when weighted). The exact class means follow from the centred sums.
+    """
+    n, d = X.shape
+    step = _sub_block_rows(d)
+    _, first = np.unique(inverse, return_index=True)
+    head = min(step, n)
+    head_counts = np.bincount(inverse[:head], minlength=n_classes).astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        head_sums = _indicator(inverse[:head], n_classes, None) @ X[:head].astype(np.float64)
+        shift = np.where(
+            head_counts[:, None] > 0,
+            head_sums / np.maximum(head_counts, 1.0)[:, None],
+            X[first].astype(np.float64),
+        )
+    shift = np.where(np.isfinite(shift), shift, 0.0)  # non-finite input is reported below
+    shift_t = np.asfortranarray(shift.T)
+    sums = np.zeros((n_classes, d))
+    sq = np.zeros((n_classes, d))
+    buf = np.empty((head, d), dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for start in range(0, n, step):
+            idx = inverse[start : start + step]
+            out = buf[: idx.shape[0]]
+            np.copyto(out, X[start : start + step])
+            ones = _indicator(idx, n_classes, None)
+            # out -= indicator @ shift, as one GEMM on the transposed (Fortran) view: a row
+            # gather of the shifts costs several times more
+            dgemm(-1.0, shift_t, ones, beta=1.0, c=out.T, overwrite_c=1)
+            H = ones if w is None else _indicator(idx, n_classes, w[start : start + step])
+            sums += H @ out
+            np.multiply(out, out, out=out)
+            sq += H @ out
+    if not (np.isfinite(sums).all() and np.isfinite(sq).all()):
+        check_finite(X)
+        raise ValueError("X has values too large to accumulate in float64")
+    weight = np.bincount(inverse, weights=w, minlength=n_classes).astype(np.float64)
+    r = sums / np.where(weight > 0, weight, 1.0)[:, None]
+    return weight, shift + r, sq - weight[:, None] * r * r
+
+
+def _indicator(idx: np.ndarray, n_classes: int, w: np.ndarray | None) -> np.ndarray:
+    """The (n_classes, n_rows) class indicator matrix, with weights in place of ones."""
+    H = np.zeros((n_classes, idx.shape[0]))
+    H[idx, np.arange(idx.shape[0])] = 1.0 if w is None else w
+    return H
 
 
 def union_classes(a: np.ndarray, b: np.ndarray, what: str) -> np.ndarray:
@@ -75,7 +138,24 @@ class ClassMoments(Statistic):
         if y is None:
             raise ValueError("ClassMoments needs class labels y; got y=None")
         y = check_labels(y, X.shape[0])
+        if diagonal and nan_policy == "raise" and X.shape[0] > 0:
+            w = check_weights(sample_weight, X.shape[0])
+            classes, inverse = np.unique(y, return_inverse=True)
+            weight, mean, scatter = _diagonal_class_sums(X, inverse, classes.shape[0], w)
+            n_rows = np.bincount(inverse, minlength=classes.shape[0])
+            moments = tuple(
+                Moments(weight[c], mean[c], scatter[c], n_rows[c]) for c in range(len(classes))
+            )
+            return cls(classes, moments, weight)
         classes, order, slices = group_rows(y)
+        if nan_policy == "raise":  # no regrouped copy of the block: gather a sub-block at a time
+            w = check_weights(sample_weight, X.shape[0])
+            sums = [_centred_sums(X, w, diagonal, rows=order[s]) for s in slices]
+            moments = tuple(
+                Moments(t, m, sc, s.stop - s.start)
+                for (t, m, sc), s in zip(sums, slices, strict=True)
+            )
+            return cls(classes, moments, np.array([t for t, _, _ in sums]))
         Xs = X[order]
         ws = None if sample_weight is None else np.asarray(sample_weight, np.float64)[order]
         counts = np.array(
