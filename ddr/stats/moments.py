@@ -34,18 +34,15 @@ def _sub_block_rows(n_features: int) -> int:
 
 
 def _centred_sums(
-    X: np.ndarray, w: np.ndarray | None, diagonal: bool, rows: np.ndarray | None = None
+    X: np.ndarray, w: np.ndarray | None, diagonal: bool
 ) -> tuple[float, np.ndarray, np.ndarray]:
     """Weight, mean and centred scatter of a finite block, in float64.
 
     Rows are centred on the mean of the block's first sub-block (close enough to the block
     mean that nothing cancels) and the exact mean is recovered from the column sums of the
     centred rows, which the scatter's product yields for free through an extra column of
-    ones (sqrt-weights when weighted). One read of the block from memory. ``rows`` (indices
-    into ``X`` and ``w``) restricts the sums to those rows, gathered a sub-block at a time.
+    ones (sqrt-weights when weighted). One read of the block from memory.
     """
-    if rows is not None:
-        X, w = _RowsView(X, rows), None if w is None else w[rows]
     n, d = X.shape
     if n == 0:
         return 0.0, np.zeros(d), np.zeros(d) if diagonal else np.zeros((d, d))
@@ -88,7 +85,7 @@ def _centred_sums(
         resid = scatter[:d, d].copy()
         scatter = np.triu(scatter[:d, :d]) + np.triu(scatter[:d, :d], 1).T
     if not (np.isfinite(resid).all() and np.isfinite(scatter).all()):
-        check_finite(X.base if isinstance(X, _RowsView) else X)
+        check_finite(X)
         raise ValueError("X has values too large to accumulate in float64")
     if total > 0:
         # the exact mean, and the scatter about it: S - W r r^T with r = mean - shift
@@ -96,17 +93,6 @@ def _centred_sums(
         shift = shift + r
         scatter = scatter - total * (np.outer(r, r) if not diagonal else r * r)
     return total, shift, np.ascontiguousarray(scatter)
-
-
-class _RowsView:
-    """Rows ``rows`` of ``base``, gathered only when sliced (a sub-block at a time)."""
-
-    def __init__(self, base: np.ndarray, rows: np.ndarray) -> None:
-        self.base, self.rows = base, rows
-        self.shape = (rows.shape[0], base.shape[1])
-
-    def __getitem__(self, index: slice) -> np.ndarray:
-        return self.base[self.rows[index]]
 
 
 def _omit_diagonal(
