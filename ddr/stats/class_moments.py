@@ -70,9 +70,9 @@ def _diagonal_class_sums(
             out = buf[: idx.shape[0]]
             np.copyto(out, X[start : start + step])
             ones = _indicator(idx, n_classes, None)
-            # out -= indicator @ shift, as one GEMM on the transposed (Fortran) view: a row
-            # gather of the shifts costs several times more
-            dgemm(-1.0, shift_t, ones, beta=1.0, c=out.T, overwrite_c=1)
+            # out - indicator @ shift as one GEMM into the transposed (Fortran) view, in place
+            # when BLAS can (a row gather of the shifts costs several times more)
+            out = dgemm(-1.0, shift_t, ones, beta=1.0, c=out.T, overwrite_c=1).T
             H = ones if w is None else _indicator(idx, n_classes, w[start : start + step])
             sums += H @ out
             np.multiply(out, out, out=out)
