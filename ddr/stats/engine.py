@@ -17,9 +17,20 @@ from dask.delayed import Delayed
 from ddr.stats._input import Rows, align_to_rows, as_rows
 from ddr.stats.base import Statistic, StatSpec, as_spec
 
-__all__ = ["DEFAULT_SPLIT_EVERY", "compute", "lazy"]
+__all__ = ["DEFAULT_SPLIT_EVERY", "compute", "default_split_every", "lazy"]
 
 DEFAULT_SPLIT_EVERY = 16
+# A merge task holds its fan-in of partial statistics at once: keep the d x d matrices it
+# holds near 128 MiB each (a class statistic holds one per class), so wide data merges in a
+# deeper tree instead of a worker gathering sixteen 32 MB matrices per class.
+_MERGE_BYTES = 2**27
+
+
+def default_split_every(n_features: int) -> int:
+    """The merge fan-in used when none is given: 16, less for d above 1024 (2 from d = 2900)."""
+    return int(np.clip(_MERGE_BYTES // (8 * max(n_features, 1) ** 2), 2, DEFAULT_SPLIT_EVERY))
+
+
 # numpy input is cut into blocks of about this many bytes (as float64) to bound the temporaries.
 _NUMPY_BLOCK_BYTES = 64 * 2**20
 
@@ -118,7 +129,7 @@ def _lazy_rows(
     y = align_to_rows(y, rows, "y")
     w = align_to_rows(sample_weight, rows, "sample_weight")
     _check_inputs(specs, rows, y)
-    fan_in = DEFAULT_SPLIT_EVERY if split_every is None else int(split_every)
+    fan_in = default_split_every(rows.shape[1]) if split_every is None else int(split_every)
     if fan_in < 2:
         raise ValueError(f"split_every must be at least 2; got {split_every}")
 
@@ -172,7 +183,8 @@ def compute(
     sample_dim : hashable, optional
         The sample dimension of a DataArray ``X`` (default: its first dimension).
     split_every : int, optional
-        Fan-in of the merge tree (default 16).
+        Fan-in of the merge tree (default 16, fewer for more than 1024 features: see
+        :func:`default_split_every`).
     **compute_kwargs
         Passed to ``dask.compute`` for dask input (e.g. ``scheduler=``).
 
