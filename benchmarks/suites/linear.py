@@ -4,8 +4,10 @@ in memory), scikit-learn IncrementalPCA over the stored chunks, dask-ml PCA (tsq
 at its default q=0 and at q=2) and dask.array.linalg.svd_compressed (q=0 and q=2) on the same
 centred data. Accuracy against the float64 two-pass reference: `angle` is the largest principal
 angle (degrees) between the top-10 subspaces, `ev_err` the largest relative error of the top-10
-explained variances. Equal passes: ddr randomized q=1 and svd_compressed q=0 both read the data
-twice; ddr's default (q=3) reads it 4 times, svd_compressed q=2 6 times."""
+explained variances. Passes are measured: ddr randomized reads the store q+1 times (q=1: 2,
+default q=3: 4) and holds a few chunks per worker; svd_compressed builds all its products into
+one graph that reads each chunk once and keeps the chunks in worker memory (its peak memory
+grows with the data), so its passes column says 1 at any q."""
 
 from __future__ import annotations
 
