@@ -129,20 +129,37 @@ class DDRMixin:
             )
         return rows
 
-    def _component_rows(self, X: Any, *, sample_dim: Hashable | None = None) -> Rows:
-        """Validate scores (one column per component) for ``inverse_transform``."""
+    def _component_rows(
+        self,
+        X: Any,
+        *,
+        sample_dim: Hashable | None = None,
+        n_features: int | None = None,
+        allow_nan: bool = False,
+    ) -> Rows:
+        """Validate the input of ``inverse_transform``: one column per component, or
+        ``n_features`` columns for transformers whose output keeps the input's features."""
         from sklearn.utils import check_array
 
         check_is_fitted(self)
         rows = as_rows(X, sample_dim=sample_dim) if _is_lazy_or_xarray(X) else as_rows(X)
         if not rows.is_lazy:
-            data = check_array(rows.data, dtype=[np.float64, np.float32])
+            data = check_array(
+                rows.data,
+                dtype=[np.float64, np.float32],
+                ensure_all_finite="allow-nan" if allow_nan else True,
+            )
             rows = Rows(data, rows.kind, rows.sample_dim, rows.feature_dim, rows.template)
-        n_components = self.n_components_
-        if rows.shape[1] != n_components:
+        name = type(self).__name__
+        if n_features is not None and rows.shape[1] != n_features:
             raise ValueError(
-                f"X has {rows.shape[1]} columns, but {type(self).__name__}.inverse_transform "
-                f"is expecting {n_components} (one per component)"
+                f"X has {rows.shape[1]} features, but {name} is expecting {n_features} "
+                "features as input."
+            )
+        if n_features is None and rows.shape[1] != self.n_components_:
+            raise ValueError(
+                f"X has {rows.shape[1]} columns, but {name}.inverse_transform is expecting "
+                f"{self.n_components_} (one per component)"
             )
         return rows
 

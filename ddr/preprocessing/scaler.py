@@ -16,12 +16,9 @@ from typing import Any, ClassVar
 import dask
 import numpy as np
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
-from sklearn.utils import check_array
-from sklearn.utils.validation import check_is_fitted
 
 from ddr.base import FEATURE, DDRMixin, FitPlan, map_rows
 from ddr.stats import Moments, lazy
-from ddr.stats._input import as_rows, is_dask, is_xarray
 
 __all__ = ["StandardScaler"]
 
@@ -252,18 +249,9 @@ class StandardScaler(DDRMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstim
         -------
         X_original : same kind and shape as X
         """
-        check_is_fitted(self)
-        if is_dask(X) or is_xarray(X):
-            rows = as_rows(X, sample_dim=sample_dim)
-        else:
-            rows = as_rows(
-                check_array(X, dtype=[np.float64, np.float32], ensure_all_finite="allow-nan")
-            )
-        if rows.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {rows.shape[1]} features, but {type(self).__name__} is expecting "
-                f"{self.n_features_in_} features as input."
-            )
+        rows = self._component_rows(
+            X, sample_dim=sample_dim, n_features=self.n_features_in_, allow_nan=True
+        )
         dtype = _out_dtype(rows.data.dtype)
         return map_rows(
             rows,
