@@ -18,6 +18,7 @@ from typing import Any, Literal, Self
 import numpy as np
 from scipy.linalg.blas import dgemv, dsyrk
 
+from ddr.stats._centring import Centring
 from ddr.stats._checks import check_block, check_finite, check_weights
 from ddr.stats.base import Statistic
 
@@ -40,11 +41,11 @@ def _centred_sums(
 
     Rows are centred on the mean of the block's first sub-block (close enough to the block
     mean that nothing cancels) and the exact mean is recovered from the column sums of the
-    centred rows. Each sub-block is converted and centred into a contiguous buffer, so both
-    steps run as single flat loops (a broadcast over rows of 100 costs a loop call per row),
-    then multiplied while it is still in cache. One read of the block from memory; with
-    ``rows`` (indices into ``X``, e.g. one class's rows) only those rows are gathered, a
-    sub-block at a time, so no copy of the selection is ever whole.
+    centred rows. Each sub-block is converted and centred into a buffer
+    (:class:`~ddr.stats._centring.Centring`) and multiplied while it is still in cache. One
+    read of the block from memory; with ``rows`` (indices into ``X``, e.g. one class's rows)
+    only those rows are gathered, a sub-block at a time, so no copy of the selection is ever
+    whole.
     """
     d = X.shape[1]
     if rows is not None:
@@ -68,18 +69,14 @@ def _centred_sums(
             shift = (w[:step] @ head) / w[:step].sum()
     shift = np.where(np.isfinite(shift), shift, 0.0)  # non-finite input is reported below
     total = float(n) if w is None else float(w.sum())
-    buf = np.empty((step, d), dtype=np.float64)
-    shifts = np.broadcast_to(shift, (step, d)).copy()
+    centre = Centring(shift, step)
     sums_weights = np.ones(step) if w is None else None
     resid = np.zeros(d)
     scatter = np.zeros(d) if diagonal else np.zeros((d, d), order="F")
     with np.errstate(over="ignore", invalid="ignore"):
         for start in range(0, n, step):
-            xs = sub_block(start)
-            m = xs.shape[0]
-            out = buf[:m]
-            np.copyto(out, xs)
-            np.subtract(out, shifts[:m], out=out)
+            out = centre(sub_block(start))
+            m = out.shape[0]
             if w is None:
                 resid = dgemv(1.0, out.T, sums_weights[:m], beta=1.0, y=resid, overwrite_y=1)
             else:

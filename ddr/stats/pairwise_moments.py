@@ -25,6 +25,7 @@ from typing import Any, Self
 import numpy as np
 from scipy.linalg.blas import dsyrk
 
+from ddr.stats._centring import Centring
 from ddr.stats._checks import check_block, check_finite
 from ddr.stats.base import Statistic
 
@@ -91,8 +92,9 @@ class PairwiseMoments(Statistic):
         s2 = np.zeros((d, d), order="F")
         colsum = np.zeros(d)
         m_complete = 0
+        centre = Centring(shift, min(step, n))
         for start in range(0, n, step):
-            A = np.subtract(X[start : start + step], shift, dtype=np.float64)
+            A = centre(X[start : start + step])
             sums = A.sum(axis=0)
             if np.isfinite(sums).all():  # no NaN, no inf: the shared path, one SYRK
                 m_complete += A.shape[0]

@@ -13,8 +13,8 @@ with the Chan/Golub/LeVeque update applied to ``S V``:
 
 so one pass gives two-pass accuracy, whatever the offset of the data. The work per block is
 two GEMMs, ``T^T = V^T X_c^T`` (l x rows) and ``T^T X_c`` (l x d; an extra row of ones in
-``T^T`` gives the column sums for free), done about 2 MiB of rows at a time so the float64 copy
-stays in cache; nothing d x d is ever formed.
+``T^T`` gives the column sums for free), done a few hundred rows at a time (sized by
+:func:`~ddr.stats._centring.small_gemm_rows`); nothing d x d is ever formed.
 """
 
 from __future__ import annotations
@@ -24,17 +24,11 @@ from typing import Any, Self
 
 import numpy as np
 
+from ddr.stats._centring import Centring, small_gemm_rows
 from ddr.stats._checks import check_block, check_finite, check_weights
 from ddr.stats.base import Statistic
 
 __all__ = ["CentredProduct"]
-
-
-def _sub_block_rows(n_features: int) -> int:
-    # about 2 MiB of float64 per sub-block, so the centred copy stays in cache between the two
-    # GEMMs (measured 10-20% faster than 16 MiB at d = 100); a GEMM with inner dimension d stays
-    # efficient even for a few rows, so wide data (d = 100 000) goes 16 rows at a time.
-    return int(np.clip(2**18 // max(n_features, 1), 16, 8192))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -128,8 +122,8 @@ class CentredProduct(Statistic):
             check_finite(X)
             raise ValueError("X has values too large to accumulate in float64")
 
-        step = _sub_block_rows(d)
-        buf = np.empty((min(step, n), d), dtype=np.float64)
+        step = small_gemm_rows(d, l_ + 1, lo=16, hi=8192)
+        centre = Centring(shift, min(step, n))
         # T^T = [V^T x_c ; 1^T] per sub-block: one GEMM gives V^T x_c, the next both the product
         # (transposed, l x d) and, from the row of ones, the column sums of the centred rows.
         tbuf = np.ones((l_ + 1, min(step, n)), dtype=np.float64)
@@ -137,12 +131,8 @@ class CentredProduct(Statistic):
         sq = np.zeros(d if diagonal else 0)
         VT = np.ascontiguousarray(V.T)
         for start in range(0, n, step):
-            xs = X[start : start + step]
-            m = xs.shape[0]
-            out = buf[:m]
-            # cast, then subtract in place: 2-3x faster than a mixed-dtype np.subtract
-            np.copyto(out, xs)
-            np.subtract(out, shift, out=out)
+            out = centre(X[start : start + step])
+            m = out.shape[0]
             t = tbuf[:, :m]
             if w is not None:
                 sw = np.sqrt(w[start : start + step])
