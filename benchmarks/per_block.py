@@ -1,0 +1,115 @@
+"""Cost of one chunk: reading it against computing each statistic on it, one core, one BLAS thread.
+
+``python -m benchmarks.per_block [--dataset S] [--repeat 15]`` reads the first chunk of the
+dataset's ``X`` (100 000 x 100 float32 for S, M, L) and times:
+
+- reading and decompressing the chunk through zarr (what every pass pays per chunk);
+- ``from_block`` of every statistic a one-pass fit or an iteration is made of.
+
+Each time is the best of ``--repeat`` runs: on a shared machine the same read takes 110 or
+250 ms from one run to the next, and the best run is the one that measures the code.
+
+On a cluster whose cores are all busy decompressing, a statistic's time adds to the read
+floor instead of hiding behind it, so ``1 + t_stat / t_read`` is roughly the ratio to the
+floor a fit can reach. The table is printed and written to
+``benchmarks/results/per_block.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import zarr
+from threadpoolctl import threadpool_limits
+
+from benchmarks.harness import DATASETS, machine_description
+from ddr.stats import ClassMoments, Moments
+from ddr.stats.ppca_sums import PPCAParams, PPCASums
+from ddr.stats.sketch import CentredProduct
+
+HERE = Path(__file__).resolve().parent
+
+
+def best_ms(fn: Callable[[], object], repeat: int) -> float:
+    """Best wall milliseconds of ``repeat`` calls, after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return 1e3 * min(times)
+
+
+def cases(x: np.ndarray, y: np.ndarray) -> dict[str, Callable[[], object]]:
+    """The per-chunk work of each fit, keyed by what uses it."""
+    rng = np.random.default_rng(0)
+    d = x.shape[1]
+    mean = x[:1000].mean(axis=0, dtype=np.float64)
+    basis = rng.standard_normal((d, 20))  # k = 10 plus 10 oversamples
+    params = PPCAParams(rng.standard_normal((d, 10)), mean, 1.0)
+    return {
+        "Moments (PCA covariance solver, StandardScaler full)": lambda: Moments.from_block(x),
+        "Moments diagonal (StandardScaler)": lambda: Moments.from_block(x, diagonal=True),
+        "ClassMoments diagonal (GaussianNB fit)": lambda: ClassMoments.from_block(
+            x, y, diagonal=True
+        ),
+        "ClassMoments full (QDA, LDA fit)": lambda: ClassMoments.from_block(x, y),
+        "CentredProduct l = 20 (one randomized PCA pass)": lambda: CentredProduct.from_block(
+            x, basis=basis, center=mean, diagonal=False
+        ),
+        "PPCASums q = 10 (one PPCA EM iteration)": lambda: PPCASums.from_block(x, params=params),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.per_block", description=__doc__)
+    parser.add_argument("--dataset", default="S", choices=sorted(DATASETS))
+    parser.add_argument("--data-dir", type=Path, default=HERE / "data")
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args(argv)
+    path = args.data_dir / f"{args.dataset}.zarr"
+    if not path.exists():
+        parser.error(f"{path} does not exist: run `python -m benchmarks --datasets S` first")
+    group = zarr.open_group(path, mode="r")
+    X = group["X"]
+    rows = X.chunks[0]
+    x, y = X[:rows], group["y"][:rows]
+    with threadpool_limits(limits=1, user_api="blas"):
+        read = best_ms(lambda: X[:rows], args.repeat)
+        lines = [
+            f"| read + decompress one chunk (zarr) | {read:.1f} | |",
+            *(
+                f"| {name} | {ms:.1f} | x{1 + ms / read:.2f} |"
+                for name, fn in cases(x, y).items()
+                for ms in [best_ms(fn, args.repeat)]
+            ),
+        ]
+    doc = "\n".join(
+        [
+            "## per block",
+            "",
+            (__doc__ or "").strip().splitlines()[0],
+            "",
+            f"Chunk: {rows} x {X.shape[1]} {X.dtype} of {args.dataset}. "
+            f"Machine: {machine_description()}",
+            "",
+            "| work per chunk | ms | 1 + stat / read |",
+            "|---|---|---|",
+            *lines,
+            "",
+        ]
+    )
+    print(doc)
+    if not args.no_write:
+        (HERE / "results" / "per_block.md").write_text(doc)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
