@@ -108,7 +108,7 @@ def write_results(machine: str) -> None:
         )
         + ".\n",
     ]
-    for name in available_suites():
+    for name in [*available_suites(), "per_block"]:
         path = HERE / "results" / f"{name}.md"
         if path.exists():
             parts.append(path.read_text())

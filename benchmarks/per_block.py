@@ -12,7 +12,7 @@ Each time is the best of ``--repeat`` runs: on a shared machine the same read ta
 On a cluster whose cores are all busy decompressing, a statistic's time adds to the read
 floor instead of hiding behind it, so ``1 + t_stat / t_read`` is roughly the ratio to the
 floor a fit can reach. The table is printed and written to
-``benchmarks/results/per_block.md``.
+``benchmarks/results/per_block.md`` (and appended to ``benchmarks/RESULTS.md``).
 """
 
 from __future__ import annotations
@@ -108,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     print(doc)
     if not args.no_write:
         (HERE / "results" / "per_block.md").write_text(doc)
+        from benchmarks.__main__ import write_results
+
+        write_results(machine_description())
     return 0
 
 

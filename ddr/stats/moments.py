@@ -30,7 +30,7 @@ _NAN_POLICIES = ("raise", "omit")
 
 def _sub_block_rows(n_features: int) -> int:
     # Centre and multiply about 1 MiB of float64 at a time so the copy stays in L2 between
-    # the conversion and the product (benchmarks/README.md has the measurements).
+    # the conversion and the product (`python -m benchmarks.per_block` times the result).
     return int(np.clip(2**17 // max(n_features, 1), 256, 8192))
 
 
