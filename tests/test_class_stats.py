@@ -47,6 +47,28 @@ def test_class_moments_match_numpy(rng):
     np.testing.assert_allclose(cm.total().covariance(), np.cov(X.T, ddof=0), rtol=1e-11)
 
 
+@pytest.mark.parametrize("n_classes", [3, 40])  # a scan per class, and the sort for many
+@pytest.mark.parametrize("weighted", [False, True])
+def test_class_moments_many_sub_blocks(rng, n_classes, weighted):
+    # d = 64 centres 2048 rows at a time: every class spans several gathered sub-blocks
+    n, d = 20_000, 64
+    y = rng.integers(0, n_classes, size=n)
+    X = (1e3 + y[:, None] + rng.standard_normal((n, d))).astype(np.float32)
+    w = rng.random(n) if weighted else None
+    cm = ClassMoments.from_block(X, y, w)
+    cd = ClassMoments.from_block(X, y, w, diagonal=True)
+    for k in range(n_classes):
+        Xk = X[y == k].astype(np.float64)
+        wk = np.ones(len(Xk)) if w is None else w[y == k]
+        mean = np.average(Xk, axis=0, weights=wk)
+        scatter = (wk[:, None] * (Xk - mean)).T @ (Xk - mean)
+        assert cm.moments[k].n_rows == len(Xk)
+        np.testing.assert_allclose(cm.counts[k], wk.sum(), rtol=1e-13)
+        np.testing.assert_allclose(cm.means[k], mean, rtol=1e-13)
+        np.testing.assert_allclose(cm.moments[k].scatter, scatter, rtol=1e-9, atol=1e-9 * wk.sum())
+        np.testing.assert_allclose(cd.moments[k].scatter, np.diag(scatter), rtol=1e-10)
+
+
 def test_classes_discovered_across_blocks_and_string_labels(rng):
     X, y = blobs(rng, n=600, k=4)
     labels = np.array(["ant", "bee", "cat", "dog"])[y]
