@@ -28,10 +28,12 @@ NanPolicy = Literal["raise", "omit"]
 _NAN_POLICIES = ("raise", "omit")
 
 
-def _sub_block_rows(n_features: int) -> int:
+def _sub_block_rows(n_features: int, diagonal: bool) -> int:
     # Centre and multiply about 1 MiB of float64 at a time so the copy stays in L2 between
     # the conversion and the product (`python -m benchmarks.per_block` times the result).
-    return int(np.clip(2**17 // max(n_features, 1), 256, 8192))
+    # The full form rewrites its d x d sum once per sub-block, so wide data goes at least
+    # 1024 rows at a time; the diagonal form needs no more than a few rows.
+    return int(np.clip(2**17 // max(n_features, 1), 16 if diagonal else 1024, 8192))
 
 
 def _centred_sums(
@@ -53,7 +55,7 @@ def _centred_sums(
     n = X.shape[0] if rows is None else rows.shape[0]
     if n == 0:
         return 0.0, np.zeros(d), np.zeros(d) if diagonal else np.zeros((d, d))
-    step = min(_sub_block_rows(d), n)
+    step = min(_sub_block_rows(d, diagonal), n)
     gathered = None if rows is None else np.empty((step, d), dtype=X.dtype)
 
     def sub_block(start: int) -> np.ndarray:
