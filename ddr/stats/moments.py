@@ -18,7 +18,7 @@ from typing import Any, Literal, Self
 import numpy as np
 from scipy.linalg.blas import dgemv, dsyrk
 
-from ddr.stats._centring import Centring
+from ddr.stats._centring import Centring, scratch
 from ddr.stats._checks import check_block, check_finite, check_weights
 from ddr.stats.base import Statistic
 
@@ -56,7 +56,7 @@ def _centred_sums(
     if n == 0:
         return 0.0, np.zeros(d), np.zeros(d) if diagonal else np.zeros((d, d))
     step = min(_sub_block_rows(d, diagonal), n)
-    gathered = None if rows is None else np.empty((step, d), dtype=X.dtype)
+    gathered = None if rows is None else scratch("moments.gathered", (step, d), X.dtype)
 
     def sub_block(start: int) -> np.ndarray:
         if rows is None:

@@ -88,7 +88,7 @@ class CentredProduct(Statistic):
             The matrix ``V`` the centred scatter is applied to.
         center : ndarray of shape (n_features,), optional
             A float64 shift to centre the rows on before multiplying, typically the mean from
-            an earlier pass (saves computing the block mean). Default: the block's own mean.
+            an earlier pass. Default: the mean of the block's first rows.
             The result does not depend on it beyond round-off.
         diagonal : bool
             Also accumulate the diagonal of the scatter (``sq``; the trace). Later passes of
@@ -107,12 +107,16 @@ class CentredProduct(Statistic):
             sq0 = np.zeros(d if diagonal else 0)
             return cls(0.0, np.zeros(d), sq0, np.zeros((d, l_)), np.zeros(l_), 0)
         total = float(n) if w is None else float(w.sum())
+        step = small_gemm_rows(d, l_ + 1, lo=16, hi=8192)
         if center is None:
+            # the mean of the first sub-block: near enough to the block mean that nothing
+            # cancels, and the exact mean follows from the centred column sums below (a mean
+            # of the whole block would be an extra read of it, a quarter of this statistic)
+            head = X[: max(step, 256)]
             with np.errstate(over="ignore", invalid="ignore"):
-                if w is None:
-                    shift = X.mean(axis=0, dtype=np.float64)
-                else:
-                    shift = (w @ X) / total if total > 0 else np.zeros(d)
+                shift = head.mean(axis=0, dtype=np.float64)
+                if w is not None and w[: head.shape[0]].sum() > 0:
+                    shift = (w[: head.shape[0]] @ head) / w[: head.shape[0]].sum()
         else:
             shift = np.asarray(center, dtype=np.float64)
             if shift.shape != (d,):
@@ -122,7 +126,6 @@ class CentredProduct(Statistic):
             check_finite(X)
             raise ValueError("X has values too large to accumulate in float64")
 
-        step = small_gemm_rows(d, l_ + 1, lo=16, hi=8192)
         centre = Centring(shift, min(step, n))
         # T^T = [V^T x_c ; 1^T] per sub-block: one GEMM gives V^T x_c, the next both the product
         # (transposed, l x d) and, from the row of ones, the column sums of the centred rows.
