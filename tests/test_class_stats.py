@@ -69,6 +69,45 @@ def test_class_moments_many_sub_blocks(rng, n_classes, weighted):
         np.testing.assert_allclose(cd.moments[k].scatter, np.diag(scatter), rtol=1e-10)
 
 
+@pytest.mark.parametrize("diagonal", [False, True])
+def test_class_moments_of_a_block_sorted_by_class(rng, diagonal):
+    # later classes first appear far below the first sub-block, where their shift is taken
+    n, d = 12_000, 50
+    y = np.sort(rng.integers(0, 4, size=n))
+    X = 1e6 + 10.0 * y[:, None] + rng.standard_normal((n, d))
+    cm = ClassMoments.from_block(X, y, diagonal=diagonal)
+    for k in range(4):
+        Xk = X[y == k]
+        scatter = (Xk - Xk.mean(axis=0)).T @ (Xk - Xk.mean(axis=0))
+        np.testing.assert_allclose(cm.means[k], Xk.mean(axis=0), rtol=1e-14)
+        want = np.diag(scatter) if diagonal else scatter
+        np.testing.assert_allclose(cm.moments[k].scatter, want, rtol=1e-8, atol=1e-8 * len(Xk))
+
+
+@pytest.mark.parametrize(
+    "y",
+    [
+        np.array([3, -2, 3, 7, -2], dtype=np.int8),
+        np.array([127, -128, 0, 127], dtype=np.int8),  # the range overflows int8
+        np.array([2**64 - 1, 2**64 - 3, 2**64 - 1], dtype=np.uint64),
+        np.array([2**64 - 1, 5, 2**64 - 1, 2**63], dtype=np.uint64),
+        np.array([10**15, -(10**15), 0, 10**15]),  # a range too wide to tabulate: sorted
+        np.array([4, 4, 4], dtype=np.int16),
+        np.array([], dtype=np.int64),
+        np.array([1.5, -0.5, 1.5]),
+        np.array(["b", "a", "b"]),
+    ],
+)
+def test_unique_labels_is_numpy_unique(y):
+    from ddr.stats._checks import unique_labels
+
+    classes, inverse = unique_labels(y)
+    want_classes, want_inverse = np.unique(y, return_inverse=True)
+    np.testing.assert_array_equal(classes, want_classes)
+    assert classes.dtype == want_classes.dtype
+    np.testing.assert_array_equal(inverse, want_inverse)
+
+
 def test_classes_discovered_across_blocks_and_string_labels(rng):
     X, y = blobs(rng, n=600, k=4)
     labels = np.array(["ant", "bee", "cat", "dog"])[y]

@@ -241,3 +241,35 @@ def test_bad_input_messages(rng):
         Moments.from_block(low_rank(rng, n=50), sample_weight=-np.ones(50))
     with pytest.raises(ValueError, match="values too large to accumulate"):
         Moments.from_block(np.full((4, 2), 1e308))
+
+
+def test_drifting_block_is_exact_although_its_first_rows_are_not_typical(rng):
+    # the shift is the first sub-block's mean; on a trend of 1e3 standard deviations over the
+    # block the centred sums still hold to round-off (the shift stays within the block's spread)
+    n, d = 50_000, 5
+    X = 1e8 + np.linspace(0, 1e3, n)[:, None] * np.arange(1, d + 1) + rng.standard_normal((n, d))
+    Xl = np.asarray(X, dtype=np.longdouble)
+    ref = np.asarray((Xl - Xl.mean(axis=0)).T @ (Xl - Xl.mean(axis=0)), dtype=np.float64)
+    got = Moments.from_block(X)
+    np.testing.assert_allclose(got.scatter, ref, rtol=1e-9)
+    np.testing.assert_allclose(got.mean, np.asarray(Xl.mean(axis=0), dtype=np.float64), rtol=1e-15)
+
+
+def test_scratch_buffers_are_reused_per_key_and_per_thread():
+    import threading
+
+    from ddr.stats._centring import _POOLED_BYTES, scratch
+
+    a = scratch("test.a", (10, 4))
+    assert a.shape == (10, 4) and a.dtype == np.float64 and a.flags.c_contiguous
+    assert np.shares_memory(a, scratch("test.a", (3, 2), np.float32))  # same key: reused
+    assert not np.shares_memory(a, scratch("test.b", (10, 4)))  # another key: its own
+    big = scratch("test.a", (100, 100))  # larger than before: grows
+    assert big.shape == (100, 100) and np.shares_memory(big, scratch("test.a", (10, 4)))
+    other = []
+    thread = threading.Thread(target=lambda: other.append(scratch("test.a", (10, 4))))
+    thread.start()
+    thread.join()
+    assert not np.shares_memory(other[0], scratch("test.a", (10, 4)))  # another thread
+    rows = _POOLED_BYTES // 8 // 1000 + 1  # above the pool's limit: a fresh array each time
+    assert not np.shares_memory(scratch("test.c", (rows, 1000)), scratch("test.c", (rows, 1000)))

@@ -78,6 +78,24 @@ def test_centred_product_matches_definition_and_merges_in_any_tree(rng):
         whole.merge(CentredProduct.from_block(X, basis=V[:, :2]))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_centred_product_of_a_drifting_block(rng, dtype):
+    # without a centre the block is centred on its first rows' mean; on a trend across the
+    # block (first rows far from the block mean) the product still holds to round-off
+    n, d = 30_000, 6
+    offset = 1e8 if dtype == np.float64 else 1e3
+    trend = np.linspace(0, 50, n)[:, None] * rng.standard_normal(d)
+    X = (offset + trend + rng.standard_normal((n, d))).astype(dtype)
+    V = np.linalg.qr(rng.standard_normal((d, 3)))[0]
+    Xl = np.asarray(X, dtype=np.longdouble)
+    Xc = np.asarray(Xl - Xl.mean(axis=0), dtype=np.float64)
+    ref = Xc.T @ (Xc @ V)
+    got = CentredProduct.from_block(X, basis=V)
+    np.testing.assert_allclose(got.product, ref, rtol=1e-10, atol=1e-10 * np.abs(ref).max())
+    np.testing.assert_allclose(got.sq, (Xc**2).sum(axis=0), rtol=1e-10)
+    np.testing.assert_allclose(got.mean, np.asarray(Xl.mean(axis=0), np.float64), rtol=1e-14)
+
+
 def test_basis_is_one_graph_key_not_embedded_in_every_task():
     """A 16 MB basis (d = 100 000) must reach each worker once, not once per block task."""
     from dask.core import get_dependencies

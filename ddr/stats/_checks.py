@@ -89,10 +89,11 @@ def unique_labels(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if y.dtype.kind in "iu" and y.size:
         lo, hi = int(y.min()), int(y.max())
         if hi - lo <= 4 * y.size + 1024:
-            offset = np.subtract(y, y.dtype.type(lo)).astype(np.intp, copy=False)
+            wide = np.dtype(np.int64 if y.dtype.kind == "i" else np.uint64)  # no wrap-around
+            offset = (y.astype(wide) - wide.type(lo)).astype(np.intp)
             present = np.bincount(offset, minlength=hi - lo + 1) > 0
             index = np.cumsum(present, dtype=np.intp) - 1
-            classes = np.flatnonzero(present).astype(y.dtype) + y.dtype.type(lo)
+            classes = (np.flatnonzero(present).astype(wide) + wide.type(lo)).astype(y.dtype)
             return classes, index[offset]
     return np.unique(y, return_inverse=True)
 
