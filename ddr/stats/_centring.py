@@ -4,8 +4,9 @@ Every statistic that multiplies centred rows converts a few hundred rows at a ti
 and subtracts a shift before its GEMMs. Done naively (``np.subtract(xs, shift,
 dtype=np.float64)``) that costs as much as the GEMMs at d = 100: the broadcast of the shift
 over rows runs one inner loop per row of 100 values, and a mixed-dtype ufunc goes through a
-cast buffer. Here the shift is tiled once to the sub-block's shape, so the cast and the
-subtraction are each a single flat loop over contiguous memory (measured 2-3x faster).
+cast buffer. Here the cast is one flat copy, and the shift is subtracted in place by a BLAS
+rank-one update (``DGER`` with a vector of ones: the same single rounding as a subtraction,
+2.5x faster than numpy's subtraction of a tiled shift, which reads a second array).
 
 The buffers come from :func:`scratch`, a per-thread pool: dask's nanny starts workers with
 ``MALLOC_TRIM_THRESHOLD_`` set, which turns off glibc's adaptive mmap threshold, so every
@@ -19,6 +20,7 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+from scipy.linalg.blas import dger
 
 __all__ = ["Centring", "scratch", "small_gemm_rows"]
 
@@ -76,19 +78,19 @@ class Centring:
     """
 
     def __init__(self, shift: np.ndarray, rows: int) -> None:
-        shift = np.asarray(shift, dtype=np.float64)
-        shape = (rows, shift.shape[0])
-        self._buf = scratch("centring.rows", shape)
-        self._shifts = scratch("centring.shift", shape)
-        self._shifts[...] = shift
+        self._shift = np.ascontiguousarray(shift, dtype=np.float64)
+        self._buf = scratch("centring.rows", (rows, self._shift.shape[0]))
+        self._ones = np.ones(rows)
 
     def __call__(self, xs: np.ndarray) -> np.ndarray:
         """``xs - shift`` in float64, shape ``xs.shape``; a view of the buffer."""
         m = xs.shape[0]
         out = self._buf[:m]
         np.copyto(out, xs)
-        np.subtract(out, self._shifts[:m], out=out)
-        return out
+        if m == 0 or out.shape[1] == 0:
+            return out
+        # the (d, m) Fortran view of the C-ordered rows: DGER updates it in place
+        return dger(-1.0, self._shift, self._ones[:m], a=out.T, overwrite_a=1).T
 
 
 def small_gemm_rows(n_features: int, width: int, lo: int, hi: int) -> int:

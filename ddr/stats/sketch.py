@@ -113,10 +113,12 @@ class CentredProduct(Statistic):
             # cancels, and the exact mean follows from the centred column sums below (a mean
             # of the whole block would be an extra read of it, a quarter of this statistic)
             head = X[: max(step, 256)]
+            wh = None if w is None else w[: head.shape[0]]
             with np.errstate(over="ignore", invalid="ignore"):
-                shift = head.mean(axis=0, dtype=np.float64)
-                if w is not None and w[: head.shape[0]].sum() > 0:
-                    shift = (w[: head.shape[0]] @ head) / w[: head.shape[0]].sum()
+                if wh is None or wh.sum() == 0:
+                    shift = head.mean(axis=0, dtype=np.float64)
+                else:
+                    shift = (wh @ head) / wh.sum()
         else:
             shift = np.asarray(center, dtype=np.float64)
             if shift.shape != (d,):
