@@ -43,13 +43,18 @@ def benchmark_like(rng, n=20000, d=200, dtype=np.float32):
     return X.astype(dtype)
 
 
+def exact_centred_product(X, V):
+    """The rows centred in long double (as float64) and ``Xc^T Xc V``."""
+    Xl = np.asarray(X, dtype=np.longdouble)
+    Xc = np.asarray(Xl - Xl.mean(axis=0), dtype=np.float64)
+    return Xc, Xc.T @ (Xc @ V)
+
+
 # ---------------------------------------------------------------- the product statistic
 def test_centred_product_matches_definition_and_merges_in_any_tree(rng):
     X = rng.standard_normal((900, 7)) * np.arange(1, 8) + 1e8
     V = np.linalg.qr(rng.standard_normal((7, 3)))[0]
-    Xl = np.asarray(X, dtype=np.longdouble)
-    Xc = np.asarray(Xl - Xl.mean(axis=0), dtype=np.float64)
-    ref = Xc.T @ (Xc @ V)
+    Xc, ref = exact_centred_product(X, V)
     whole = CentredProduct.from_block(X, basis=V)
     np.testing.assert_allclose(whole.product, ref, rtol=1e-9, atol=1e-9 * np.abs(ref).max())
     np.testing.assert_allclose(whole.sq, (Xc**2).sum(axis=0), rtol=1e-9)
@@ -87,13 +92,12 @@ def test_centred_product_of_a_drifting_block(rng, dtype):
     trend = np.linspace(0, 50, n)[:, None] * rng.standard_normal(d)
     X = (offset + trend + rng.standard_normal((n, d))).astype(dtype)
     V = np.linalg.qr(rng.standard_normal((d, 3)))[0]
-    Xl = np.asarray(X, dtype=np.longdouble)
-    Xc = np.asarray(Xl - Xl.mean(axis=0), dtype=np.float64)
-    ref = Xc.T @ (Xc @ V)
+    Xc, ref = exact_centred_product(X, V)
     got = CentredProduct.from_block(X, basis=V)
     np.testing.assert_allclose(got.product, ref, rtol=1e-10, atol=1e-10 * np.abs(ref).max())
     np.testing.assert_allclose(got.sq, (Xc**2).sum(axis=0), rtol=1e-10)
-    np.testing.assert_allclose(got.mean, np.asarray(Xl.mean(axis=0), np.float64), rtol=1e-14)
+    mean = np.asarray(np.asarray(X, dtype=np.longdouble).mean(axis=0), np.float64)
+    np.testing.assert_allclose(got.mean, mean, rtol=1e-14)
 
 
 def test_basis_is_one_graph_key_not_embedded_in_every_task():
