@@ -60,8 +60,10 @@ def _diagonal_class_sums(
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         shift = _indicator(inverse[:head], n_classes, None) @ buf
         shift /= np.maximum(head_counts, 1.0)[:, None]
-        for c in np.flatnonzero(head_counts == 0):  # a class first seen further down
-            shift[c] = X[np.argmax(inverse == c)]
+        missing = head_counts == 0
+        if missing.any():  # classes first seen further down: their first row (one sort)
+            _, first = np.unique(inverse, return_index=True)
+            shift[missing] = X[first[missing]]
     shift = np.where(np.isfinite(shift), shift, 0.0)  # non-finite input is reported below
     shift_t = np.asfortranarray(shift.T)
     sums = np.zeros((n_classes, d))
