@@ -18,6 +18,8 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from ddr.io.zarr_chunks import from_zarr
+
 __all__ = ["describe_input", "open_input", "opened_inputs"]
 
 _NETCDF_SUFFIXES = (".nc", ".nc4", ".netcdf", ".h5", ".hdf5", ".cdf")
@@ -76,7 +78,7 @@ def _has_dim_names(arr: zarr.Array) -> bool:
 
 def _from_zarr_array(arr: zarr.Array, name: str | None) -> xr.DataArray:
     attrs = {k: v for k, v in arr.attrs.asdict().items() if k != "_ARRAY_DIMENSIONS"}
-    return xr.DataArray(da.from_zarr(arr), dims=_array_dims(arr), attrs=attrs, name=name)
+    return xr.DataArray(from_zarr(arr), dims=_array_dims(arr), attrs=attrs, name=name)
 
 
 def _list_arrays(group: zarr.Group) -> list[str]:

@@ -128,6 +128,7 @@ def _counted(arr: Any, path: str, name: str | None) -> tuple[Any, str, int] | No
     import zarr
 
     from ddr.io.inputs import is_zarr_store
+    from ddr.io.zarr_chunks import from_zarr
     from ddr.pipeline._counting import CountingStore, stored_bytes
 
     if not is_zarr_store(path) or not isinstance(arr.data, da.Array):
@@ -148,7 +149,7 @@ def _counted(arr: Any, path: str, name: str | None) -> tuple[Any, str, int] | No
     dims_stored = _stored_dims(z, arr)
     if dims_stored is None:
         return None
-    data = da.from_zarr(z, chunks=_chunks_for(arr, dims_stored))
+    data = from_zarr(z, chunks=_chunks_for(arr, dims_stored))
     counted = arr.transpose(*dims_stored).copy(data=data).transpose(*arr.dims)
     return counted, str(store.root), stored_bytes(path, name or "")
 
