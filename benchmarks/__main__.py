@@ -100,8 +100,11 @@ def write_results(machine: str) -> None:
         "by the median of those floors), peak resident memory of all processes (client and "
         "workers), passes over the data (chunk bytes read / stored bytes), and accuracy. "
         "LC = LocalCluster, 2 workers x 1 thread, 4 GiB each; thr = dask threaded scheduler; "
-        "1proc = one process, no dask. Datasets (`ddr demo-data`, float32, zstd, rank-10 "
-        "signal + unit noise, 5 classes): "
+        "1proc = one process, no dask. ddr rows read the Zarr chunks as ddr does "
+        "(`ddr.io.zarr_chunks`: each stored chunk as zarr decodes it, without zarr's copy); "
+        "the floor, dask and dask-ml rows through `dask.array.from_zarr`; the row 'read "
+        "floor, ddr reader sum' is the reading part of a ddr row. Datasets (`ddr demo-data`, "
+        "float32, zstd, rank-10 signal + unit noise, 5 classes): "
         + "; ".join(
             f"{k} {v.n_samples:,} x {v.n_features} in chunks of {v.chunk_rows:,} rows"
             for k, v in DATASETS.items()

@@ -3,7 +3,8 @@
 ``python -m benchmarks.per_block [--dataset S] [--repeat 15]`` reads the first chunk of the
 dataset's ``X`` (100 000 x 100 float32 for S, M, L) and times:
 
-- reading and decompressing the chunk through zarr (what every pass pays per chunk);
+- reading and decompressing the chunk through zarr (what every pass pays per chunk), and
+  through ddr's reader (:mod:`ddr.io.zarr_chunks`: the decoded chunk without zarr's copy);
 - ``from_block`` of every statistic a one-pass fit or an iteration is made of.
 
 Each time is the best of ``--repeat`` runs: on a shared machine the same read takes 110 or
@@ -32,6 +33,7 @@ import zarr
 from threadpoolctl import threadpool_limits
 
 from benchmarks.harness import DATASETS, machine_description
+from ddr.io.zarr_chunks import StoredChunks
 from ddr.stats import ClassMoments, Moments
 from ddr.stats.ppca_sums import PPCAParams, PPCASums
 from ddr.stats.sketch import CentredProduct
@@ -99,10 +101,13 @@ def main(argv: list[str] | None = None) -> int:
     X = group["X"]
     rows = X.chunks[0]
     x, y = X[:rows], group["y"][:rows]
+    first = (slice(0, rows), slice(0, X.shape[1]))
     with threadpool_limits(limits=1, user_api="blas"):
         read = best_ms(lambda: X[:rows], args.repeat)
+        direct = best_ms(lambda: StoredChunks(X)[first], args.repeat)
         lines = [
             f"| read + decompress one chunk (zarr) | {read:.1f} | |",
+            f"| read + decompress one chunk (ddr reader) | {direct:.1f} | x{direct / read:.2f} |",
             *(
                 f"| {name} | {ms:.1f} | x{1 + ms / read:.2f} |"
                 for name, fn in cases(x, y).items()

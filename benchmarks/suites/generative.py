@@ -168,7 +168,7 @@ def _dask_ml_rows(ctx: Context, name: str) -> None:
     def fit() -> dict:
         from dask_ml.naive_bayes import GaussianNB
 
-        clf = GaussianNB().fit(ctx.array(name), ctx.labels(name))
+        clf = GaussianNB().fit(ctx.dask_array(name), ctx.dask_labels(name))
         clf.theta_, clf.sigma_, clf.class_count_, clf.class_prior_ = dask.compute(
             clf.theta_, clf.sigma_, clf.class_count_, clf.class_prior_
         )
@@ -176,8 +176,8 @@ def _dask_ml_rows(ctx: Context, name: str) -> None:
         return {}
 
     def predict() -> dict:
-        pred = state["clf"].predict(ctx.array(name))
-        pred, y = dask.compute(pred, ctx.labels(name))
+        pred = state["clf"].predict(ctx.dask_array(name))
+        pred, y = dask.compute(pred, ctx.dask_labels(name))
         return {"acc": float(np.mean(np.asarray(pred) == y))}
 
     ctx.measure("dask-ml GaussianNB fit", name, fit, scheduler="cluster")

@@ -115,7 +115,7 @@ def _dask_rows(ctx: Context, name: str, score: Callable[..., dict]) -> None:
             from dask_ml.decomposition import PCA as DaskPCA
 
             pca = DaskPCA(K, svd_solver=solver, iterated_power=power, random_state=0)
-            pca.fit(ctx.array(name))
+            pca.fit(ctx.dask_array(name))
             return score(pca.components_, pca.explained_variance_)
 
         return run_fit
@@ -133,7 +133,7 @@ def _dask_rows(ctx: Context, name: str, score: Callable[..., dict]) -> None:
 
     def compressed(q: int) -> Callable[[], dict]:
         def run_fit() -> dict:
-            X = ctx.array(name)
+            X = ctx.dask_array(name)
             n = X.shape[0]
             Xc = X - X.mean(axis=0)
             _, s, vt = da.linalg.svd_compressed(Xc, k=K, n_power_iter=q, seed=0)
