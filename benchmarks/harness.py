@@ -415,7 +415,7 @@ def format_cell(row: Row, floor: float | None) -> str:
         return f"fails: {row.error} after {row.seconds:.1f} s"
     parts = [f"{row.seconds:.2f} s"]
     floor = row.floor or floor
-    if floor and row.method not in ("read floor, dask sum", "read floor, plain zarr loop"):
+    if floor and not row.method.startswith(("read floor, dask sum", "read floor, plain zarr")):
         parts[0] += f" (x{row.seconds / floor:.2f})"
     parts.append(
         f"{row.peak_mib / 1024:.1f} GiB" if row.peak_mib >= 1024 else f"{row.peak_mib:.0f} MiB"

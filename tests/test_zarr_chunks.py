@@ -133,3 +133,18 @@ def test_open_input_reads_stored_chunks_directly(tmp_path, rng):
     _stored(tmp_path, rng.normal(size=(30, 2)).astype("f4"), (10, 2))
     arr = open_input(tmp_path / "a.zarr", protect=False)
     assert _direct(arr.data)
+
+
+def test_store_paths_and_components_like_dask(tmp_path, rng):
+    data = rng.normal(size=(30, 2))
+    group = zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+    group.create_array("X", shape=data.shape, chunks=(10, 2), dtype="f8")[...] = data
+    for x in (from_zarr(tmp_path / "g.zarr", component="X"), from_zarr(str(tmp_path / "g.zarr/X"))):
+        assert _direct(x)
+        np.testing.assert_array_equal(x.compute(scheduler="sync"), data)
+
+
+def test_component_with_an_array_is_refused(tmp_path, rng):
+    z = _stored(tmp_path, rng.normal(size=(10, 2)), (5, 2))
+    with pytest.raises(ValueError, match="component: give it with a store path"):
+        from_zarr(z, component="X")

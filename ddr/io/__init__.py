@@ -1,6 +1,7 @@
 """Zarr and xarray inputs and outputs, and model persistence.
 
 - :func:`open_input`: a Zarr array or group member (v2/v3) or a netCDF variable, lazily.
+- :func:`from_zarr`: :func:`dask.array.from_zarr` without zarr's copy of every chunk.
 - :func:`write_zarr`: outputs that never look complete when they are not.
 - :func:`output_status`, :func:`read_attrs`: what an output holds and whether it is complete.
 - :func:`save_model` / :func:`load`: estimators to Zarr groups and back, no pickle.
@@ -16,12 +17,14 @@ from ddr.io.outputs import (
     read_attrs,
     write_zarr,
 )
+from ddr.io.zarr_chunks import from_zarr
 
 __all__ = [
     "STATUS_ATTR",
     "PendingOutput",
     "check_not_input",
     "describe_input",
+    "from_zarr",
     "load",
     "open_input",
     "opened_inputs",

@@ -15,6 +15,7 @@ arrays as usual, only in-place writes into a block are refused.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -115,13 +116,21 @@ def _read_chunk(z: zarr.Array, coords: tuple[int, ...]) -> np.ndarray | None:
     return chunk
 
 
-def from_zarr(z: zarr.Array, chunks: Sequence[Any] | None = None) -> da.Array:
-    """A dask array over ``z`` whose tasks decode the stored chunks without a copy.
+def from_zarr(
+    url: zarr.Array | str | os.PathLike,
+    component: str | None = None,
+    chunks: Sequence[Any] | None = None,
+) -> da.Array:
+    """A dask array over a Zarr array whose tasks decode the stored chunks without a copy.
+
+    A drop-in for :func:`dask.array.from_zarr` on local and fsspec paths.
 
     Parameters
     ----------
-    z : zarr.Array
-        The array to read (v2 or v3).
+    url : zarr.Array, str or path-like
+        The array, or the store holding it (v2 or v3).
+    component : str, optional
+        The array's path inside the store when ``url`` is a group.
     chunks : sequence, optional
         Dask chunks (as for :func:`dask.array.from_zarr`); the stored chunks by default.
         Chunks other than the stored ones are read by zarr's slicing.
@@ -129,8 +138,14 @@ def from_zarr(z: zarr.Array, chunks: Sequence[Any] | None = None) -> da.Array:
     Returns
     -------
     dask.array.Array
-        Shape and dtype of ``z``.
+        Shape and dtype of the Zarr array.
     """
+    if isinstance(url, zarr.Array):
+        if component is not None:
+            raise ValueError("component: give it with a store path, not with a zarr.Array")
+        z = url
+    else:
+        z = zarr.open_array(store=os.fspath(url), path=component or "", mode="r")
     stored = tuple(z.chunks)
     if chunks is not None:
         normal = da.core.normalize_chunks(chunks, z.shape, dtype=z.dtype)
