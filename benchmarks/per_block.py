@@ -41,15 +41,18 @@ from ddr.stats.sketch import CentredProduct
 HERE = Path(__file__).resolve().parent
 
 
-def best_ms(fn: Callable[[], object], repeat: int) -> float:
-    """Best wall milliseconds of ``repeat`` calls, after one warm-up call."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
+def best_ms(*fns: Callable[[], object], repeat: int) -> list[float]:
+    """Best wall milliseconds of ``repeat`` calls of each of ``fns``, after one warm-up call
+    each; the calls alternate, so a slow spell of the machine hits them alike."""
+    for fn in fns:
         fn()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * min(times)
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeat):
+        for fn, ts in zip(fns, times, strict=True):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+    return [1e3 * min(ts) for ts in times]
 
 
 def cases(x: np.ndarray, y: np.ndarray) -> dict[str, Callable[[], object]]:
@@ -103,15 +106,14 @@ def main(argv: list[str] | None = None) -> int:
     x, y = X[:rows], group["y"][:rows]
     first = (slice(0, rows), slice(0, X.shape[1]))
     with threadpool_limits(limits=1, user_api="blas"):
-        read = best_ms(lambda: X[:rows], args.repeat)
-        direct = best_ms(lambda: StoredChunks(X)[first], args.repeat)
+        read, direct = best_ms(lambda: X[:rows], lambda: StoredChunks(X)[first], repeat=args.repeat)
         lines = [
             f"| read + decompress one chunk (zarr) | {read:.1f} | |",
             f"| read + decompress one chunk (ddr reader) | {direct:.1f} | x{direct / read:.2f} |",
             *(
                 f"| {name} | {ms:.1f} | x{1 + ms / read:.2f} |"
                 for name, fn in cases(x, y).items()
-                for ms in [best_ms(fn, args.repeat)]
+                for ms in best_ms(fn, repeat=args.repeat)
             ),
         ]
     doc = "\n".join(
