@@ -48,15 +48,31 @@ def test_chunks_split_along_both_axes(tmp_path, rng):
     np.testing.assert_array_equal(x.compute(scheduler="sync"), data)
 
 
-@pytest.mark.parametrize("fill", [np.nan, 0.0, -7.5])
-def test_chunks_never_written_read_as_the_fill_value(tmp_path, fill):
+@pytest.mark.parametrize(
+    ("zarr_format", "dtype", "fill"),
+    [
+        (3, "f8", np.nan),
+        (3, "f8", 0.0),
+        (3, "f8", -7.5),
+        (3, "i4", 3),
+        (2, "f8", None),
+        (2, "i4", None),
+    ],
+)
+def test_chunks_never_written_read_as_zarr_reads_them(tmp_path, zarr_format, dtype, fill):
     z = zarr.create_array(
-        str(tmp_path / "a.zarr"), shape=(30, 2), chunks=(10, 2), dtype="f8", fill_value=fill
+        str(tmp_path / "a.zarr"),
+        shape=(30, 2),
+        chunks=(10, 2),
+        dtype=dtype,
+        fill_value=fill,
+        zarr_format=zarr_format,
     )
-    z[10:20] = 1.0
+    z[10:20] = 1
     got = from_zarr(z).compute(scheduler="sync")
     np.testing.assert_array_equal(got, z[...])
-    np.testing.assert_array_equal(got[:10], np.full((10, 2), fill))
+    if fill is not None:
+        np.testing.assert_array_equal(got[:10], np.full((10, 2), fill, dtype=dtype))
 
 
 def test_string_labels(tmp_path):

@@ -89,8 +89,9 @@ class StoredChunks:
 
 
 def _read_chunk(z: zarr.Array, coords: tuple[int, ...]) -> np.ndarray | None:
-    """The stored chunk at ``coords``, full chunk shape, filled when absent; None when the
-    decoded chunk is not what zarr's own read would give (the caller then slices)."""
+    """The stored chunk at ``coords``, full chunk shape; None when it was never written (its
+    fill value is zarr's to give) or when the decoded chunk is not what zarr's own read would
+    give: the caller then slices with zarr."""
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
 
@@ -109,7 +110,7 @@ def _read_chunk(z: zarr.Array, coords: tuple[int, ...]) -> np.ndarray | None:
 
     decoded = sync(decode())
     if decoded is None:
-        return np.full(spec.shape, spec.fill_value, dtype=z.dtype)
+        return None
     chunk = decoded.as_numpy_array()
     if chunk.shape != tuple(spec.shape) or chunk.dtype != z.dtype:
         return None
@@ -123,7 +124,7 @@ def from_zarr(
 ) -> da.Array:
     """A dask array over a Zarr array whose tasks decode the stored chunks without a copy.
 
-    A drop-in for :func:`dask.array.from_zarr` on local and fsspec paths.
+    A drop-in for :func:`dask.array.from_zarr` given a Zarr array or a store path.
 
     Parameters
     ----------
