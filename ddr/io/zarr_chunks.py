@@ -3,8 +3,8 @@
 ``zarr.Array.__getitem__`` decodes a chunk into a fresh buffer and then copies it into the
 output array it allocated (zarr-python issues 2904 and 3429: there is no public way yet to
 decode into the caller's buffer). For a dask array whose chunks are the stored chunks, that
-copy and its page faults are a seventh of the read of a 40 MB zstd chunk (measured ~95 ms
-through ``__getitem__``, ~82 ms decoded here). :func:`from_zarr` returns the decoded chunk
+copy and its page faults are an eighth of the read of a 40 MB zstd chunk (measured ~100 ms
+through ``__getitem__``, ~88 ms decoded here, in a dask worker's environment). :func:`from_zarr` returns the decoded chunk
 itself, through zarr's own store and codec pipeline, so every codec zarr reads is read the
 same way; arrays where that path does not apply (sharded arrays, dask chunks other than the
 stored ones, a zarr whose internals differ) fall back to :func:`dask.array.from_zarr`.
