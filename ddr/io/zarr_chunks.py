@@ -4,10 +4,11 @@
 output array it allocated (zarr-python issues 2904 and 3429: there is no public way yet to
 decode into the caller's buffer). For a dask array whose chunks are the stored chunks, that
 copy and its page faults are an eighth of the read of a 40 MB zstd chunk (measured ~100 ms
-through ``__getitem__``, ~88 ms decoded here, in a dask worker's environment). :func:`from_zarr` returns the decoded chunk
-itself, through zarr's own store and codec pipeline, so every codec zarr reads is read the
-same way; arrays where that path does not apply (sharded arrays, dask chunks other than the
-stored ones, a zarr whose internals differ) fall back to :func:`dask.array.from_zarr`.
+through ``__getitem__``, ~88 ms decoded here, in a dask worker's environment).
+:func:`from_zarr` returns the decoded chunk itself, through zarr's own store and codec
+pipeline, so every codec zarr reads is read the same way; arrays where that path does not
+apply (sharded arrays, dask chunks other than the stored ones, a zarr whose internals differ)
+fall back to :func:`dask.array.from_zarr`.
 
 The blocks of such an array are read-only views of the decoded bytes: operations produce new
 arrays as usual, only in-place writes into a block are refused.
@@ -24,7 +25,7 @@ import numpy as np
 import zarr
 from dask.base import tokenize
 
-__all__ = ["from_zarr"]
+__all__ = ["StoredChunks", "from_zarr"]
 
 # the zarr internals the direct path calls; their absence (another zarr version) means fallback
 _INTERNALS = ("codec_pipeline", "store_path", "config", "metadata")
