@@ -63,39 +63,57 @@ def make_data(directory: Path) -> Path:
 
 
 class ReadCounter:
-    """Count the chunk bytes read through any Zarr LocalStore in this process."""
+    """Count the chunk bytes read in this process, through any Zarr LocalStore's ``get`` or
+    from chunk files ddr's reader reads itself, by chunk file."""
 
     _METADATA = ("zarr.json", ".zarray", ".zattrs", ".zgroup")
 
     def __init__(self) -> None:
-        self.bytes: dict[tuple[str, str], int] = defaultdict(int)
+        self.bytes: dict[Path, int] = defaultdict(int)
         self._lock = threading.Lock()
-        self._original: Any = None
+        self._originals: tuple[Any, Any] | None = None
+
+    def _add(self, path: Path, n_bytes: int) -> None:
+        if not path.name.endswith(self._METADATA):
+            with self._lock:
+                self.bytes[path.resolve()] += n_bytes
 
     def __enter__(self) -> ReadCounter:
         from zarr.storage import LocalStore
 
-        self._original = LocalStore.get
+        from ddr.io import zarr_chunks
+
+        original_get, original_read = LocalStore.get, zarr_chunks.read_chunk_file
+        self._originals = (original_get, original_read)
         counter = self
 
         async def get(store: Any, key: str, prototype: Any = None, byte_range: Any = None) -> Any:
-            buf = await counter._original(store, key, prototype, byte_range)
-            if buf is not None and not key.endswith(counter._METADATA):
-                array = ("/" + key).split("/c/", 1)[0].strip("/")
-                with counter._lock:
-                    counter.bytes[(str(Path(str(store.root)).resolve()), array)] += len(buf)
+            buf = await original_get(store, key, prototype, byte_range)
+            if buf is not None:
+                counter._add(Path(str(store.root)) / key, len(buf))
             return buf
 
+        def read_chunk_file(path: Any) -> Any:
+            raw = original_read(path)
+            if raw is not None:
+                counter._add(Path(path), raw.shape[0])
+            return raw
+
         LocalStore.get = get  # type: ignore[method-assign]
+        zarr_chunks.read_chunk_file = read_chunk_file
         return self
 
     def __exit__(self, *exc: Any) -> None:
         from zarr.storage import LocalStore
 
-        LocalStore.get = self._original  # type: ignore[method-assign]
+        from ddr.io import zarr_chunks
+
+        assert self._originals is not None
+        LocalStore.get, zarr_chunks.read_chunk_file = self._originals  # type: ignore[method-assign]
 
     def read(self, store: Path, array: str) -> int:
-        return self.bytes.get((str(Path(store).resolve()), array), 0)
+        base = (Path(store) / array).resolve()
+        return sum(n for path, n in self.bytes.items() if path.is_relative_to(base))
 
     def passes(self, store: Path, array: str) -> float:
         """Bytes read from ``store/array`` divided by the bytes of its stored chunks."""

@@ -1,7 +1,7 @@
 """Zarr and xarray inputs and outputs, and model persistence.
 
 - :func:`open_input`: a Zarr array or group member (v2/v3) or a netCDF variable, lazily.
-- :func:`from_zarr`: :func:`dask.array.from_zarr` without zarr's copy of every chunk.
+- :func:`from_zarr`: :func:`dask.array.from_zarr`, each chunk read and decoded once, no copy.
 - :func:`write_zarr`: outputs that never look complete when they are not.
 - :func:`output_status`, :func:`read_attrs`: what an output holds and whether it is complete.
 - :func:`save_model` / :func:`load`: estimators to Zarr groups and back, no pickle.

@@ -43,13 +43,18 @@ def _array_of(key: str) -> str:
 
 
 class CountingStore(LocalStore):
-    """A read-only LocalStore that counts the chunk bytes it returns."""
+    """A read-only LocalStore that counts the chunk bytes it returns, and those that
+    :func:`ddr.io.from_zarr` reads from its files directly (``observe_read``)."""
+
+    def observe_read(self, key: str, n_bytes: int) -> None:
+        if not key.endswith(_METADATA):
+            with _LOCK:
+                _COUNTS[count_key(str(self.root), _array_of(key))] += n_bytes
 
     async def get(self, key: str, prototype: Any = None, byte_range: Any = None) -> Any:
         buf = await super().get(key, prototype, byte_range)
-        if buf is not None and not key.endswith(_METADATA):
-            with _LOCK:
-                _COUNTS[count_key(str(self.root), _array_of(key))] += len(buf)
+        if buf is not None:
+            self.observe_read(key, len(buf))
         return buf
 
     async def get_partial_values(self, prototype: Any, key_ranges: Any) -> Any:
