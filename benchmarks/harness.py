@@ -155,8 +155,9 @@ class Context:
         return zarr.open_array(store=store, path=var, mode="r")
 
     def array(self, name: str) -> da.Array:
-        """``X`` of dataset ``name`` as ddr reads its inputs (:mod:`ddr.io.zarr_chunks`: each
-        stored chunk as decoded, no copy), with the stored row chunks. For ddr rows."""
+        """``X`` of dataset ``name`` as ddr reads its inputs (:func:`ddr.io.from_zarr`: each
+        stored chunk read and decoded once, no copy), with the stored row chunks. For ddr
+        rows."""
         return from_zarr(self.zarr_array(name))
 
     def labels(self, name: str) -> da.Array:

@@ -4,7 +4,7 @@
 dataset's ``X`` (100 000 x 100 float32 for S, M, L) and times:
 
 - reading and decompressing the chunk through zarr (what every pass pays per chunk), and
-  through ddr's reader (:mod:`ddr.io.zarr_chunks`: the decoded chunk without zarr's copy);
+  through ddr's reader (:func:`ddr.io.from_zarr`: read and decoded by ddr, no copy);
 - ``from_block`` of every statistic a one-pass fit or an iteration is made of.
 
 Each time is the best of ``--repeat`` runs: on a shared machine the same read takes 110 or
