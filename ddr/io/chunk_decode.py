@@ -133,7 +133,7 @@ class ChunkDecoder:
         if dtype.kind not in "biufc" or not dtype.isnative:
             return None
         meta = z.metadata
-        if z.metadata.zarr_format == 2:
+        if meta.zarr_format == 2:
             if getattr(meta, "filters", None) or getattr(meta, "order", "C") != "C":
                 return None
             compressor = _v2_compressor(getattr(meta, "compressor", None))
