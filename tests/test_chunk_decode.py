@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import os
+import threading
 
 import dask
 import numcodecs
@@ -176,18 +178,61 @@ def test_a_truncated_chunk_raises_like_zarr(tmp_path, rng):
         from_zarr(z).compute(scheduler="sync")
 
 
-def test_read_chunk_file_reuses_a_buffer_per_thread(tmp_path, monkeypatch):
+def _in_thread(fn):
+    """``fn()`` run in a new thread (with no read buffer yet), its result."""
+    out = []
+    thread = threading.Thread(target=lambda: out.append(fn()))
+    thread.start()
+    thread.join()
+    return out[0]
+
+
+def test_read_chunk_file_reuses_a_buffer_per_thread(tmp_path):
     (tmp_path / "a").write_bytes(b"abcdef")
     (tmp_path / "b").write_bytes(b"xyz")
-    first = read_chunk_file(tmp_path / "a")
-    assert first.tobytes() == b"abcdef"
-    second = read_chunk_file(tmp_path / "b")
-    assert second.tobytes() == b"xyz" and np.shares_memory(first, second)
-    assert read_chunk_file(tmp_path / "missing") is None
-    assert read_chunk_file(tmp_path) is None  # a directory: no chunk there
+
+    def reads():
+        first = read_chunk_file(tmp_path / "a")
+        assert first.tobytes() == b"abcdef"
+        second = read_chunk_file(tmp_path / "b")
+        assert second.tobytes() == b"xyz"
+        missing = read_chunk_file(tmp_path / "missing"), read_chunk_file(tmp_path)
+        return np.shares_memory(first, second), missing
+
+    assert _in_thread(reads) == (True, (None, None))  # a directory holds no chunk either
+
+
+def test_read_buffers_are_limited_in_size_and_in_all(tmp_path, monkeypatch):
+    (tmp_path / "a").write_bytes(b"abcdef")
+
+    def two_reads():
+        first = read_chunk_file(tmp_path / "a").copy(), read_chunk_file(tmp_path / "a")
+        second = read_chunk_file(tmp_path / "a")
+        return first[0].tobytes(), np.shares_memory(first[1], second)
+
+    gc.collect()  # buffers of threads gone earlier are released before the count is taken
+    held = chunk_decode._pool_held
     monkeypatch.setattr(chunk_decode, "_POOLED_BYTES", 4)
-    big = read_chunk_file(tmp_path / "a")
-    assert big.tobytes() == b"abcdef" and not np.shares_memory(big, second)
+    assert _in_thread(two_reads) == (b"abcdef", False)  # larger than a pooled buffer may be
+    monkeypatch.setattr(chunk_decode, "_POOLED_BYTES", 100)
+    monkeypatch.setattr(chunk_decode, "_POOL_BUDGET", held + 15)
+    kept, done = [], threading.Barrier(3)
+
+    def pooled_while_others_hold_theirs():
+        raw = read_chunk_file(tmp_path / "a")
+        pooled = np.shares_memory(raw, read_chunk_file(tmp_path / "a"))
+        kept.append(pooled)
+        done.wait()  # all three threads are alive, each holding what it was given
+        return pooled
+
+    threads = [threading.Thread(target=pooled_while_others_hold_theirs) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(kept) == [False, True, True]  # 6 + 6 bytes fit in 15, a third 6 do not
+    gc.collect()
+    assert chunk_decode._pool_held == held  # the threads' buffers went, and their bytes back
 
 
 def test_many_threads_read_their_own_chunks(tmp_path, rng):
