@@ -25,6 +25,7 @@ from zarr.storage import LocalStore, MemoryStore
 from ddr.io import chunk_decode
 from ddr.io.chunk_decode import ChunkDecoder, read_chunk_file, zstd_content_size
 from ddr.io.zarr_chunks import StoredChunks, from_zarr
+from ddr.pipeline._counting import CountingStore, count_key, read_counts, stored_bytes
 
 
 @pytest.fixture
@@ -279,3 +280,16 @@ def test_store_subclasses_are_read_by_their_get_unless_they_observe_reads(tmp_pa
     sizes = {f"g.zarr/c/{i}/0": (tmp_path / "g.zarr" / "c" / str(i) / "0").stat().st_size
              for i in range(3)}  # fmt: skip
     assert sorted(observed.seen) == sorted(sizes.items())
+
+
+def test_the_pipeline_counting_store_is_read_file_by_file_and_counts_it(tmp_path, rng):
+    data = rng.normal(size=(60, 4))
+    _array(str(tmp_path / "a.zarr"), data, (20, 4))
+    store = CountingStore(str(tmp_path / "a.zarr"), read_only=True)
+    z = zarr.open_array(store=store, mode="r")
+    key = count_key(str(store.root), "")
+    before = read_counts().get(key, 0)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(LocalStore, "get", None)  # chunks must not go through any store's get
+        np.testing.assert_array_equal(from_zarr(z).compute(scheduler="sync"), data)
+    assert read_counts()[key] - before == stored_bytes(tmp_path / "a.zarr", "")
