@@ -1,0 +1,68 @@
+"""Every python example in README.md runs as written, on small data under the names it uses."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import dask
+import numpy as np
+import pytest
+import zarr
+
+import ddr
+from ddr.demo import DemoSpec, write_demo_data
+
+ROOT = Path(__file__).resolve().parents[1]
+BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+
+
+def _views(path: Path, rng: np.random.Generator) -> None:
+    """Two views of the same 600 rows sharing a 3-dimensional latent signal."""
+    latent = rng.normal(size=(600, 3))
+    group = zarr.open_group(str(path), mode="w")
+    for name, d in (("images", 8), ("text", 6)):
+        data = latent @ rng.normal(size=(3, d)) + 0.5 * rng.normal(size=(600, d))
+        group.create_array(name, shape=data.shape, chunks=(200, d), dtype="f8")[...] = data
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    """The stores the examples read, generated once."""
+    base = tmp_path_factory.mktemp("readme-data")
+    spec = DemoSpec(n_samples=2400, n_features=12, rank=4, n_classes=3, chunk_rows=600, seed=5)
+    write_demo_data(base / "data.zarr", spec)
+    shutil.copytree(base / "data.zarr", base / "demo.zarr")
+    write_demo_data(base / "sensors.zarr", DemoSpec(**{**vars(spec), "missing": 0.05}))
+    _views(base / "views.zarr", np.random.default_rng(5))
+    shutil.copytree(ROOT / "pipelines", base / "pipelines")
+    return base
+
+
+def _names_for(index: int, rng: np.random.Generator) -> dict:
+    """Variables an example takes from the text around it."""
+    if "X_wide" in BLOCKS[index]:
+        return {"X_wide": dask.array.from_array(rng.normal(size=(300, 2100)), chunks=(100, -1))}
+    if "noisy_train" in BLOCKS[index]:
+        clean = rng.normal(size=(200, 2)) @ rng.normal(size=(2, 5))
+        return {
+            "ddr": ddr,
+            "noisy_train": clean + 0.1 * rng.normal(size=clean.shape),
+            "noisy": clean[:50] + 0.1 * rng.normal(size=(50, 5)),
+        }
+    return {"ddr": ddr}
+
+
+def test_readme_has_the_examples_this_file_runs():
+    assert len(BLOCKS) >= 8
+
+
+@pytest.mark.parametrize("index", range(len(BLOCKS)))
+def test_readme_example_runs(index, data_dir, tmp_path, monkeypatch):
+    for entry in data_dir.iterdir():  # each example writes into a directory of its own
+        (tmp_path / entry.name).symlink_to(entry, target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    namespace = _names_for(index, np.random.default_rng(index))
+    with dask.config.set(scheduler="threads"):
+        exec(compile(BLOCKS[index], f"README.md python example {index}", "exec"), namespace)
