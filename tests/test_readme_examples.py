@@ -58,6 +58,8 @@ def test_readme_has_the_examples_this_file_runs():
     assert len(BLOCKS) >= 8
 
 
+# the examples' sizes are for real data: 256 random projections of 12 features say so
+@pytest.mark.filterwarnings("ignore:The number of components is higher than the number")
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_readme_example_runs(index, data_dir, tmp_path, monkeypatch):
     for entry in data_dir.iterdir():  # each example writes into a directory of its own
