@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import dask
@@ -56,6 +58,13 @@ def _names_for(index: int, rng: np.random.Generator) -> dict:
 
 def test_readme_has_the_examples_this_file_runs():
     assert len(BLOCKS) >= 8
+
+
+@pytest.mark.parametrize("index", range(len(BLOCKS)))
+def test_readme_example_is_ruff_formatted(index):
+    ruff = [sys.executable, "-m", "ruff", "format", "--line-length", "100", "--diff", "-"]
+    result = subprocess.run(ruff, input=BLOCKS[index], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 # the examples' sizes are for real data: 256 random projections of 12 features say so
