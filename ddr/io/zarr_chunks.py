@@ -116,15 +116,7 @@ def _read_chunk(
     spec = inner.metadata.get_chunk_spec(coords, inner.config, prototype)
     key = inner.metadata.encode_chunk_key(coords)
     if decoder is not None:
-        path = _local_file(inner.store_path, key)
-        if path is None:
-            buf = sync((inner.store_path / key).get(prototype=prototype))
-            raw = None if buf is None else buf.as_numpy_array()
-        else:
-            raw = read_chunk_file(path)
-            observe = getattr(inner.store_path.store, "observe_read", None)
-            if raw is not None and observe is not None:
-                observe(_store_key(inner.store_path, key), raw.shape[0])
+        raw = _stored_bytes(inner.store_path, key, prototype)
         if raw is None:
             return None
         chunk = decoder.decode(raw, tuple(spec.shape))
@@ -145,6 +137,22 @@ def _read_chunk(
     if chunk.shape != tuple(spec.shape) or chunk.dtype != z.dtype:
         return None
     return chunk
+
+
+def _stored_bytes(store_path: Any, key: str, prototype: Any) -> np.ndarray | None:
+    """The bytes stored under ``key`` (uint8), None if there are none: from the chunk file
+    itself for local stores that allow it (see :func:`_local_file`), else from the store."""
+    from zarr.core.sync import sync
+
+    path = _local_file(store_path, key)
+    if path is None:
+        buf = sync((store_path / key).get(prototype=prototype))
+        return None if buf is None else buf.as_numpy_array()
+    raw = read_chunk_file(path)
+    observe = getattr(store_path.store, "observe_read", None)
+    if raw is not None and observe is not None:
+        observe(_store_key(store_path, key), raw.shape[0])
+    return raw
 
 
 def _store_key(store_path: Any, key: str) -> str:
