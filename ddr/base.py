@@ -34,25 +34,43 @@ class FitPlan:
     ``statistics`` is a dask ``Delayed`` (from :func:`ddr.stats.lazy`); ``finish`` takes its
     computed value, sets the fitted attributes on the estimator and returns it. Callers that
     fit several estimators on the same input (the pipeline runner) compute all their plans'
-    statistics in one ``dask.compute``, so the input is read once.
+    statistics in one ``dask.compute``, so the input is read once, and pass an error of that
+    compute to :meth:`explain`, which raises it again with the estimator's own advice when it
+    has some (PCA given NaN points to PPCA).
     """
 
     statistics: Any
     finish: Callable[[Any], Any]
     local: bool = False
+    on_error: Callable[[Exception], None] | None = None
 
     @classmethod
-    def over(cls, rows: Rows, statistics: Any, finish: Callable[[Any], Any]) -> FitPlan:
+    def over(
+        cls,
+        rows: Rows,
+        statistics: Any,
+        finish: Callable[[Any], Any],
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> FitPlan:
         """A plan over validated ``rows``: in-memory input is reduced in this process."""
-        return cls(statistics, finish, local=not rows.is_lazy)
+        return cls(statistics, finish, local=not rows.is_lazy, on_error=on_error)
 
     def compute(self) -> Any:
         """The statistics' value. numpy input is reduced with local threads, never shipped to
         a distributed scheduler that happens to be the default."""
         import dask
 
-        (value,) = dask.compute(self.statistics, scheduler="threads" if self.local else None)
+        try:
+            (value,) = dask.compute(self.statistics, scheduler="threads" if self.local else None)
+        except Exception as exc:
+            self.explain(exc)
+            raise
         return value
+
+    def explain(self, exc: Exception) -> None:
+        """Raise ``exc`` again with the estimator's advice, if it has some; else return."""
+        if self.on_error is not None:
+            self.on_error(exc)
 
     def run(self) -> Any:
         """Compute the statistics and finish the fit; returns the fitted estimator."""
@@ -77,6 +95,12 @@ class DDRMixin:
         ``fit`` as ``self._fit_plan(...)`` computed and finished; multi-pass estimators keep
         the default (None) and are fitted with ``fit``.
         """
+        return None
+
+    def _fit_passes(self, n_samples: int, n_features: int) -> int | None:
+        """How many times a multi-pass ``fit`` reads an X of this shape, when that is known
+        before fitting (``ddr plan`` prints it); None when it is decided while fitting (EM
+        stops when it converges). One-pass fits are known from :meth:`_fit_plan`."""
         return None
 
     # ------------------------------------------------------------------ input

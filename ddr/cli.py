@@ -20,23 +20,113 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
+
+# Help wraps at spaces only: a value such as skip-if-complete is never split at a hyphen.
+# The formatter wraps a copy with non-breaking hyphens (which textwrap does not break at)
+# and puts the hyphens back in the text it prints.
+_NB_HYPHEN = "\u2011"
+
+
+def _wrap_at_spaces(cls: type) -> type:
+    formatter_base = cls.context_class.formatter_class
+
+    class Formatter(formatter_base):  # type: ignore[misc,valid-type]
+        def write_text(self, text: str) -> None:
+            super().write_text(text.replace("-", _NB_HYPHEN))
+
+        def write_dl(self, rows: Any, *args: Any, **kwargs: Any) -> None:
+            rows = [(a, b.replace("-", _NB_HYPHEN)) for a, b in rows]
+            super().write_dl(rows, *args, **kwargs)
+
+        def getvalue(self) -> str:
+            return super().getvalue().replace(_NB_HYPHEN, "-")
+
+    context = type("Context", (cls.context_class,), {"formatter_class": Formatter})
+    return type(cls.__name__, (cls,), {"context_class": context})
+
+
+def _argument_name(param: Any) -> str:
+    name = param.metavar or param.name.upper()
+    return name + ("..." if param.nargs != 1 else "")
+
+
+class Command(_wrap_at_spaces(TyperCommand)):  # type: ignore[misc]
+    """Help as a Unix command's: ``Usage: ddr run [OPTIONS] PIPELINE``, arguments and options
+    by their metavars (``FILE``, ``KEY=VALUE``), never a Python type name."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                name = _argument_name(param)
+                pieces.append(name if param.required else f"[{name}]")
+        return pieces
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        args, opts = [], []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument" and not getattr(param, "hidden", False):
+                args.append((_argument_name(param), param.help or ""))
+            elif param.param_type_name == "option":
+                record = param.get_help_record(ctx)
+                if record is not None:
+                    opts.append(record)
+        for title, rows in (("Arguments", args), ("Options", opts)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
 
 app = typer.Typer(
     name="ddr",
-    help="Statistics and dimensionality reduction on arrays larger than memory.",
+    help="Statistics and dimensionality reduction on arrays larger than memory.\n\n"
+    "Exit codes: 0 success; 1 a run failed (inspect: the output is INCOMPLETE); 2 bad "
+    "usage or an invalid file; 130 interrupted (Ctrl-C). Every command has --help.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: no boxes that cut words at the terminal's width
+    cls=_wrap_at_spaces(TyperGroup),
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        import ddr
+
+        typer.echo(f"ddr {ddr.__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the ddr version and exit.", is_eager=True, callback=_version
+        ),
+    ] = False,
+) -> None:
+    """The options before a command (``ddr --version``)."""
+
 
 SetOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--set",
-        help="Override a param (k=v) or any key by its dotted path (run.if_exists=overwrite). "
+        metavar="KEY=VALUE",
+        help="Override a param (k=5) or any key by its dotted path (run.if_exists=overwrite). "
         "Values are YAML (5 is an int). Repeatable.",
     ),
 ]
+PipelineArg = Annotated[
+    Path, typer.Argument(metavar="PIPELINE", help="The pipeline file (YAML).", show_default=False)
+]
+VerboseOpt = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Also debug messages and tracebacks.")
+]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Only warnings and errors.")]
 
 
 def _fail(message: str, code: int) -> None:
@@ -55,14 +145,15 @@ def _problems(exc: Exception) -> None:
 
 
 # ---------------------------------------------------------------------------- run
-@app.command("run")
+@app.command(cls=Command, name="run", short_help="Run a pipeline and print its summary.")
 def run(
-    pipeline: Annotated[Path, typer.Argument(help="The pipeline file (YAML).")],
+    pipeline: PipelineArg,
     cluster: Annotated[
         str,
         typer.Option(
             "--cluster",
             "-c",
+            metavar="FILE|local|threads|sync",
             help="A cluster config file (cluster-configs/*.yaml), or local (default: a "
             "LocalCluster sized to this machine), threads or sync.",
         ),
@@ -70,7 +161,11 @@ def run(
     set_: SetOpt = None,
     cluster_set: Annotated[
         list[str] | None,
-        typer.Option("--cluster-set", help="Override a param of the cluster config (k=v)."),
+        typer.Option(
+            "--cluster-set",
+            metavar="KEY=VALUE",
+            help="Override a param of the cluster config (jobs=8). Repeatable.",
+        ),
     ] = None,
     dry_run: Annotated[
         bool,
@@ -92,28 +187,48 @@ def run(
         ),
     ] = False,
     summary: Annotated[
-        Path | None, typer.Option(help="Write the run summary JSON here (also run.summary).")
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="Write the run summary JSON here (also run.summary); the log goes beside "
+            "it (.log).",
+        ),
     ] = None,
     performance_report: Annotated[
         Path | None,
-        typer.Option(help="Write a dask performance report (HTML) here (distributed only)."),
+        typer.Option(
+            metavar="FILE", help="Write a dask performance report (HTML) here (distributed only)."
+        ),
     ] = None,
     progress: Annotated[
-        bool | None, typer.Option("--progress/--no-progress", help="Progress bars.")
+        bool | None,
+        typer.Option(
+            "--progress/--no-progress",
+            help="A progress bar on a terminal (default: run.progress, true); without it, or "
+            "when stderr is not a terminal, one line per pass.",
+            show_default=False,
+        ),
     ] = None,
+    verbose: VerboseOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Run a pipeline: check it, start the cluster, fit, write outputs, print a summary.
 
     Everything that can be checked without reading data is checked first (exit code 2).
+    Progress goes to stderr (a bar on a terminal, else one line per pass), and to a log file
+    beside the run summary; the summary is printed to stdout. Ctrl-C stops the run (exit
+    code 130; the summary says interrupted, outputs being written stay incomplete).
     """
-    from ddr.cluster import cluster_client, load_cluster_config
+    clock = _process_clock()
     from ddr.cluster import dry_run as cluster_dry_run
-    from ddr.config.errors import PipelineError, RunError
+    from ddr.cluster import load_cluster_config
+    from ddr.config.errors import PipelineError
     from ddr.pipeline.planner import plan_pipeline
-    from ddr.pipeline.runner import run_plan
 
     if force and resume:
         _fail("--force and --resume contradict each other; give one", 2)
+    if verbose and quiet:
+        _fail("--verbose and --quiet contradict each other; give one", 2)
     try:
         plan = plan_pipeline(pipeline, set_ or [], force=force, resume=resume)
         config = load_cluster_config(cluster, cluster_set or [])
@@ -124,37 +239,123 @@ def run(
         typer.echo(f"\ncluster ({cluster}, kind {config.kind}):")
         typer.echo(cluster_dry_run(config))
         return
-    argv = ["ddr", *sys.argv[1:]]
+    from ddr._log import console
+
+    summary_path = str(summary) if summary else plan.pipeline.run.summary
+    log_file = Path(summary_path).with_suffix(".log") if summary_path else None
+    show_bar = plan.pipeline.run.progress if progress is None else progress
+    with console(-1 if quiet else int(verbose), progress=show_bar, log_file=log_file) as shown:
+        result, code = _run(plan, config, clock, shown, summary_path, performance_report)
+    if result is not None:
+        # a failed run's error was shown (once, on stderr): here only where the run stood
+        text = result.format()
+        typer.echo(text if not code else text.splitlines()[0])
+        if summary_path:
+            typer.echo(f"summary: {_rel(summary_path)}" + (f", log: {_rel(str(log_file))}"))
+    if code:
+        raise typer.Exit(code)
+
+
+def _process_clock() -> Any:
+    """A run clock started when this process started (Python's start-up included)."""
+    import time
+
+    import psutil
+
+    from ddr.pipeline.summary import RunClock
+
     try:
+        started = psutil.Process().create_time()
+    except psutil.Error:  # pragma: no cover - no process table
+        started = time.time()
+    return RunClock(started=started)
+
+
+def _run(
+    plan: Any,
+    config: Any,
+    clock: Any,
+    shown: list[Any],
+    summary_path: str | None,
+    performance_report: Path | None,
+) -> tuple[Any, int]:
+    """Start the cluster, run, stop the cluster; the summary (also written to
+    ``summary_path`` with the final times) and the exit code."""
+    import logging
+    import time
+
+    from ddr._log import quiet_interrupted_shutdown, watch_cluster
+    from ddr.cluster import cluster_client
+    from ddr.config.errors import RunError
+    from ddr.pipeline.runner import run_plan
+    from ddr.pipeline.summary import RunSummary
+
+    log = logging.getLogger("ddr.cli")
+    for out in plan.outputs:
+        if out.action == "overwrite" and out.reason.startswith("complete but outdated"):
+            log.info("rewriting %s: %s", _rel(out.path), out.reason)
+    clock.add("start-up", clock.wall())
+    argv = ["ddr", *sys.argv[1:]]
+    result: RunSummary | None = None
+    code = 0
+    closing = None
+    ran = False
+    try:
+        started = time.perf_counter()
         with cluster_client(config) as handle:
-            typer.echo(f"ddr: running {plan.pipeline.name} on {handle.description}", err=True)
-            result = run_plan(
-                plan,
-                progress=progress,
-                summary_path=str(summary) if summary else None,
-                performance_report=str(performance_report) if performance_report else None,
-                argv=argv,
-            )
+            clock.add("cluster start", time.perf_counter() - started)
+            log.info("running %s on %s", plan.pipeline.name, handle.description)
+            if handle.client is not None:
+                watch_cluster(handle.client, shown, own_workers=config.kind == "local")
+            ran = True
+            try:
+                result = run_plan(
+                    plan,
+                    summary_path=summary_path,
+                    performance_report=str(performance_report) if performance_report else None,
+                    argv=argv,
+                    clock=clock,
+                )
+            except KeyboardInterrupt:
+                quiet_interrupted_shutdown()
+                raise
+            finally:
+                closing = time.perf_counter()
     except RunError as exc:
-        typer.echo(f"ddr: run failed: {exc}", err=True)
-        raise typer.Exit(1) from None
+        log.error("run failed: %s", exc)
+        log.debug("where it failed:", exc_info=True)
+        code = 1
     except KeyboardInterrupt:
-        typer.echo("ddr: interrupted; outputs being written stay marked incomplete", err=True)
-        raise typer.Exit(130) from None
+        log.error("interrupted; outputs being written stay marked incomplete")
+        code = 130
     except Exception as exc:  # the cluster failed to start, a worker died, ...
-        typer.echo(f"ddr: run failed: {type(exc).__name__}: {exc}", err=True)
-        raise typer.Exit(1) from None
-    typer.echo(result.format())
-    where = summary or plan.pipeline.run.summary
-    if where:
-        typer.echo(f"summary: {where}")
+        log.error("run failed: %s: %s", type(exc).__name__, exc)
+        log.debug("where it failed:", exc_info=True)
+        code = 1
+    if closing is not None:
+        clock.add("cluster shutdown", time.perf_counter() - closing)
+    if result is None and ran and summary_path:  # failed or interrupted: its summary file
+        try:
+            result = RunSummary.read(summary_path)
+        except (OSError, ValueError, TypeError) as exc:
+            log.warning("could not read the run summary %s: %s", summary_path, exc)
+    if result is not None:  # with the whole wall time, now that the cluster is gone
+        result.clocked(clock)
+        if summary_path:
+            result.write(summary_path)
+    return result, code
 
 
 # ----------------------------------------------------------------------- validate
-@app.command("validate")
+@app.command(cls=Command, name="validate", short_help="Check pipeline files and cluster configs.")
 def validate_cmd(
     files: Annotated[
-        list[Path], typer.Argument(help="Pipeline files and/or cluster configs (YAML).")
+        list[Path],
+        typer.Argument(
+            metavar="FILE",
+            help="Pipeline files and/or cluster configs (YAML).",
+            show_default=False,
+        ),
     ],
     set_: SetOpt = None,
 ) -> None:
@@ -215,11 +416,13 @@ def format_plan(plan: Any) -> str:
         }
         pass_kind = ""
         if step.action == "run" and step.op.family in ("fit", "statistic"):
-            pass_kind = {
-                True: "  (one pass)",
-                False: "  (multi-pass)",
-                None: "  (passes decided at run time)",
-            }[step.one_pass]
+            pass_kind = (
+                "  (one pass)"
+                if step.one_pass
+                else f"  ({step.passes} passes)"
+                if step.passes
+                else "  (passes decided at run time)"
+            )
         lines.append(
             f"  {sid}: {step.op.name}({args}){' with ' + params if params else ''}"
             f"{pass_kind}{state[step.action]}"
@@ -314,9 +517,9 @@ def _rel(path: str) -> str:
     return path if rel.startswith("../..") else rel
 
 
-@app.command("plan")
+@app.command(cls=Command, name="plan", short_help="Print what a run would read, fit and write.")
 def plan_cmd(
-    pipeline: Annotated[Path, typer.Argument(help="The pipeline file (YAML).")],
+    pipeline: PipelineArg,
     set_: SetOpt = None,
     force: Annotated[bool, typer.Option("--force", help="Plan as `run --force`.")] = False,
     resume: Annotated[bool, typer.Option("--resume", help="Plan as `run --resume`.")] = False,
@@ -408,9 +611,18 @@ def inspect_path(path: Path) -> tuple[dict[str, Any], int]:
     return info, 1 if status == "incomplete" else 0
 
 
-@app.command("inspect")
+@app.command(
+    cls=Command, name="inspect", short_help="Say what an output holds and whether it is complete."
+)
 def inspect_cmd(
-    path: Annotated[Path, typer.Argument(help="An output: Zarr group, saved model, JSON, PNG.")],
+    path: Annotated[
+        Path,
+        typer.Argument(
+            metavar="PATH",
+            help="An output: Zarr group, saved model, JSON, PNG.",
+            show_default=False,
+        ),
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
 ) -> None:
     """Say what an output holds, where it came from, and whether it is complete.
@@ -465,12 +677,14 @@ def inspect_cmd(
 
 
 # ------------------------------------------------------------------------- schema
-@app.command("schema")
+@app.command(cls=Command, name="schema", short_help="Print the JSON Schema of pipeline files.")
 def schema_cmd(
     cluster: Annotated[
         bool, typer.Option("--cluster", help="The schema of cluster configs instead.")
     ] = False,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to a file.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", metavar="FILE", help="Write to a file.")
+    ] = None,
 ) -> None:
     """Print the JSON Schema of pipeline files (or cluster configs), for editors."""
     if cluster:
@@ -490,7 +704,7 @@ def schema_cmd(
         typer.echo(text)
 
 
-@app.command("ops")
+@app.command(cls=Command, name="ops", short_help="List the ops pipelines can use.")
 def ops_cmd() -> None:
     """List the ops pipelines can use, with their inputs and parameters."""
     from ddr.pipeline import registry
@@ -506,18 +720,51 @@ def ops_cmd() -> None:
 
 
 # ---------------------------------------------------------------------- demo-data
-@app.command("demo-data")
+@app.command(
+    cls=Command, name="demo-data", short_help="Write a synthetic dataset with known truth."
+)
 def demo_data(
-    path: Annotated[Path, typer.Argument(help="Output Zarr group to create.")],
-    n_samples: Annotated[int, typer.Option(help="Rows.")] = 100_000,
-    n_features: Annotated[int, typer.Option(help="Columns.")] = 50,
-    rank: Annotated[int, typer.Option(help="Rank of the signal.")] = 10,
-    n_classes: Annotated[int, typer.Option(help="Classes (labels y).")] = 5,
-    chunk_rows: Annotated[int, typer.Option(help="Rows per Zarr chunk.")] = 100_000,
-    dtype: Annotated[str, typer.Option(help="float32 or float64.")] = "float32",
-    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
-    missing: Annotated[float, typer.Option(help="Fraction of entries set to NaN.")] = 0.0,
-    offset: Annotated[float, typer.Option(help="Constant added to every feature mean.")] = 0.0,
+    path: Annotated[
+        Path,
+        typer.Argument(metavar="PATH", help="Output Zarr group to create.", show_default=False),
+    ],
+    n_samples: Annotated[int, typer.Option(metavar="N", help="Rows.")] = 100_000,
+    n_features: Annotated[int, typer.Option(metavar="D", help="Columns.")] = 50,
+    rank: Annotated[int, typer.Option(metavar="R", help="Rank of the signal.")] = 10,
+    n_classes: Annotated[int, typer.Option(metavar="K", help="Classes (labels y).")] = 5,
+    chunk_rows: Annotated[
+        int | None,
+        typer.Option(
+            metavar="ROWS",
+            help="Rows per Zarr chunk (default: the rows in 8 chunks, each at most 64 MiB).",
+            show_default=False,
+        ),
+    ] = None,
+    dtype: Annotated[str, typer.Option(metavar="float32|float64", help="Dtype of X.")] = (
+        "float32"
+    ),
+    seed: Annotated[
+        int,
+        typer.Option(
+            metavar="S",
+            help="Seed of the population: the mean, the signal subspace, the class means.",
+        ),
+    ] = 0,
+    sample_seed: Annotated[
+        int,
+        typer.Option(
+            metavar="S",
+            help="Seed of the sample drawn from the population. Another value with the same "
+            "--seed (and --n-features, --rank, --n-classes, --offset) draws new rows of the "
+            "same population: a test set for models fitted on the first.",
+        ),
+    ] = 0,
+    missing: Annotated[
+        float, typer.Option(metavar="FRACTION", help="Fraction of entries set to NaN.")
+    ] = 0.0,
+    offset: Annotated[
+        float, typer.Option(metavar="C", help="Constant added to every feature mean.")
+    ] = 0.0,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing output.")] = False,
 ) -> None:
     """Write a synthetic dataset (low-rank signal + noise, class means) with its truth."""
@@ -527,7 +774,16 @@ def demo_data(
 
     try:
         spec = DemoSpec(
-            n_samples, n_features, rank, n_classes, chunk_rows, dtype, seed, missing, offset
+            n_samples,
+            n_features,
+            rank,
+            n_classes,
+            chunk_rows,
+            dtype,
+            seed,
+            missing,
+            offset,
+            sample_seed=sample_seed,
         )
     except ValueError as exc:
         _fail(str(exc), 2)
@@ -537,16 +793,18 @@ def demo_data(
     except (FileExistsError, ValueError) as exc:
         _fail(str(exc), 2)
     size = n_samples * n_features * (4 if dtype == "float32" else 8) / 2**20
+    n_chunks = -(-n_samples // spec.chunk_rows)
     typer.echo(
-        f"wrote {path}: X {n_samples} x {n_features} {dtype} ({size:.0f} MiB raw) in chunks of "
-        f"{chunk_rows} rows, y, and the true mean/components/variances "
-        f"({time.perf_counter() - start:.1f} s)"
+        f"wrote {path}: X {n_samples} x {n_features} {dtype} ({size:.0f} MiB raw) in "
+        f"{n_chunks} chunk{'s' if n_chunks != 1 else ''} of {spec.chunk_rows} rows, y, and "
+        f"the true mean/components/variances (population seed {seed}, sample seed "
+        f"{sample_seed}; {time.perf_counter() - start:.1f} s)"
     )
 
 
-@app.command("version")
+@app.command(cls=Command, name="version", short_help="Print the ddr version.")
 def version() -> None:
-    """Print the ddr version."""
+    """Print the ddr version (also ddr --version)."""
     import ddr
 
     typer.echo(ddr.__version__)

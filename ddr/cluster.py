@@ -181,7 +181,7 @@ description: A LocalCluster sized by dask to this machine (processes, one BLAS t
 local:
   processes: true
   memory_limit: auto
-  dashboard_address: ":8787"
+  dashboard_address: ":0"
 """,
     "threads": "ddr-cluster: 1\nkind: threads\ndescription: dask's threaded scheduler\n",
     "sync": "ddr-cluster: 1\nkind: sync\ndescription: dask's single-threaded scheduler\n",

@@ -7,8 +7,14 @@ then ``V^T (diag(signal_variances) + S_c) V + noise^2 I`` (``S_c`` the covarianc
 offsets), whose eigendecomposition is stored beside the data as the truth that PCA, PPCA
 and the classifiers are scored against.
 
-Each chunk draws from its own ``default_rng([seed, chunk_index])`` stream, so the dataset is
-reproducible, independent of the scheduler, and never held in memory as a whole.
+Two seeds: ``seed`` draws the *population* (``mu``, ``V``, the class offsets), ``sample_seed``
+the *sample* (the rows). Datasets with the same ``seed`` (and ``n_features``, ``rank``,
+``n_classes``, ``offset``, ``noise``) and different sample seeds are independent samples of
+one population: a model fitted on one is tested on the other.
+
+Each chunk draws from its own ``default_rng([seed, sample_seed, chunk_index, ...])`` stream, so
+the dataset is reproducible, independent of the scheduler, and never held in memory as a
+whole.
 """
 
 from __future__ import annotations
@@ -23,25 +29,53 @@ import xarray as xr
 
 from ddr.io.outputs import IfExists, write_zarr
 
-__all__ = ["DemoSpec", "demo_truth", "write_demo_data"]
+__all__ = ["DemoSpec", "default_chunk_rows", "demo_truth", "write_demo_data"]
 
 
 @dataclass(frozen=True)
 class DemoSpec:
-    """Parameters of a synthetic dataset (see the module docstring for the model)."""
+    """Parameters of a synthetic dataset (see the module docstring for the model).
+
+    Parameters
+    ----------
+    n_samples, n_features : int
+        Shape of ``X``.
+    rank : int
+        Dimension of the signal subspace, in ``[1, n_features]``.
+    n_classes : int
+        Number of classes of ``y`` (equal priors); their means differ inside the subspace.
+    chunk_rows : int, optional
+        Rows per Zarr chunk (default: :func:`default_chunk_rows`, several chunks).
+    dtype : {"float32", "float64"}
+        Stored dtype of ``X``.
+    seed : int
+        Seed of the population: the mean, the signal subspace and the class offsets.
+    missing : float
+        Fraction of entries of ``X`` set to NaN, in ``[0, 1)``.
+    offset : float
+        Added to every feature mean (data on a large offset).
+    noise : float
+        Standard deviation of the isotropic noise.
+    sample_seed : int
+        Seed of the sample: the rows drawn from the population. Another value draws a new,
+        independent sample of the same population.
+    """
 
     n_samples: int = 100_000
     n_features: int = 50
     rank: int = 10
     n_classes: int = 5
-    chunk_rows: int = 100_000
+    chunk_rows: int | None = None
     dtype: str = "float32"
     seed: int = 0
     missing: float = 0.0
     offset: float = 0.0
     noise: float = 1.0
+    sample_seed: int = 0
 
     def __post_init__(self) -> None:
+        if self.chunk_rows is None:
+            object.__setattr__(self, "chunk_rows", default_chunk_rows(self))
         checks = [
             (self.n_samples >= 1, f"n_samples must be >= 1; got {self.n_samples}"),
             (self.n_features >= 1, f"n_features must be >= 1; got {self.n_features}"),
@@ -51,6 +85,8 @@ class DemoSpec:
             ),
             (self.n_classes >= 1, f"n_classes must be >= 1; got {self.n_classes}"),
             (self.chunk_rows >= 1, f"chunk_rows must be >= 1; got {self.chunk_rows}"),
+            (self.seed >= 0, f"seed must be >= 0; got {self.seed}"),
+            (self.sample_seed >= 0, f"sample_seed must be >= 0; got {self.sample_seed}"),
             (
                 self.dtype in ("float32", "float64"),
                 f"dtype must be 'float32' or 'float64'; got {self.dtype!r}",
@@ -62,6 +98,23 @@ class DemoSpec:
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
+
+
+#: ``chunk_rows`` by default: the rows split into this many chunks (so even the default demo
+#: is read by several workers in parallel), each at most ``_MAX_CHUNK_BYTES``
+DEFAULT_CHUNKS = 8
+_MAX_CHUNK_BYTES = 64 * 2**20
+
+
+def default_chunk_rows(spec: DemoSpec) -> int:
+    """Rows per chunk when none are given: ``n_samples`` in :data:`DEFAULT_CHUNKS` chunks,
+    fewer rows when a chunk would exceed 64 MiB."""
+    row_bytes = (
+        max(spec.n_features, 1)
+        * np.dtype(spec.dtype if spec.dtype in ("float32", "float64") else "float64").itemsize
+    )
+    by_count = -(-max(spec.n_samples, 1) // DEFAULT_CHUNKS)
+    return max(1, min(by_count, _MAX_CHUNK_BYTES // row_bytes))
 
 
 def _model(spec: DemoSpec) -> dict[str, np.ndarray]:
@@ -104,8 +157,13 @@ def demo_truth(spec: DemoSpec) -> dict[str, Any]:
     }
 
 
+def _rng(spec: DemoSpec, index: int, stream: int) -> np.random.Generator:
+    """The random stream of chunk ``index`` of the sample (0: labels, 1: values)."""
+    return np.random.default_rng([spec.seed, spec.sample_seed, index, stream])
+
+
 def _labels_block(spec: DemoSpec, index: int, n: int) -> np.ndarray:
-    return np.random.default_rng([spec.seed, index, 0]).integers(0, spec.n_classes, size=n)
+    return _rng(spec, index, 0).integers(0, spec.n_classes, size=n)
 
 
 def _x_block(spec: DemoSpec, model: dict[str, np.ndarray], block_info: Any = None) -> np.ndarray:
@@ -114,7 +172,7 @@ def _x_block(spec: DemoSpec, model: dict[str, np.ndarray], block_info: Any = Non
     lo, hi = info["array-location"][0]
     n = hi - lo
     dtype = np.dtype(spec.dtype)
-    rng = np.random.default_rng([spec.seed, index, 1])
+    rng = _rng(spec, index, 1)
     y = _labels_block(spec, index, n)
     z = rng.standard_normal((n, spec.rank), dtype=dtype) * np.sqrt(model["signal_variances"])
     z += model["class_offsets"][y]

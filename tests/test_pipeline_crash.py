@@ -64,7 +64,7 @@ def test_sigkill_mid_write_then_resume(workdir, monkeypatch):
     monkeypatch.chdir(workdir)
     # the uninterrupted run, for reference (same code path, in this process)
     with dask.config.set(scheduler="sync"):
-        run_plan(plan_pipeline("crash.yaml", ["out=reference"]), progress=False)
+        run_plan(plan_pipeline("crash.yaml", ["out=reference"]))
 
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     cmd = [

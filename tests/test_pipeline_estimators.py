@@ -121,7 +121,7 @@ def test_estimator_ops_equal_direct_calls(name, data, tmp_path, monkeypatch):
     text, arrays, metrics = _pipeline(name, params, kind)
     (tmp_path / "p.yaml").write_text(text)
     with dask.config.set(scheduler="threads"):
-        summary = run_plan(plan_pipeline("p.yaml"), progress=False)
+        summary = run_plan(plan_pipeline("p.yaml"))
     assert summary.status == "ok"
 
     train = C if kind.startswith("categorical") else X

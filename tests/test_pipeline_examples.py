@@ -84,7 +84,7 @@ def test_pipeline_runs_on_a_local_cluster(name, local_dir, monkeypatch, client):
     monkeypatch.chdir(local_dir)
     plan = plan_pipeline(PIPELINES / f"{name}.yaml", OVERRIDES.get(name, []))
     report = local_dir / f"{name}-report.html" if name == "quickstart" else None
-    summary = run_plan(plan, progress=False, performance_report=report)
+    summary = run_plan(plan, performance_report=report)
     assert summary.status == "ok"
     assert summary.scheduler.startswith("distributed"), summary.scheduler
     assert summary.dashboard is None or summary.dashboard.startswith("http")

@@ -42,7 +42,7 @@ def test_run_reads_the_input_once(data, monkeypatch):
     monkeypatch.chdir(data)
     plan = plan_pipeline(PIPELINE, ["out=run-out"])
     with dask.config.set(scheduler="threads"), ReadCounter() as counter:
-        summary = run_plan(plan, progress=False)
+        summary = run_plan(plan)
     assert counter.passes(data / "demo.zarr", "X") == pytest.approx(1.0)
     assert counter.passes(data / "demo.zarr", "y") == pytest.approx(1.0)
     # the runner's own measurement agrees and is reported per step and in total

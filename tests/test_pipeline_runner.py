@@ -37,7 +37,7 @@ def here(data, monkeypatch, tmp_path):
 def run(path, overrides=(), *, force=False, resume=False):
     plan = plan_pipeline(path, list(overrides), force=force, resume=resume)
     with dask.config.set(scheduler="threads"):
-        return run_plan(plan, progress=False)
+        return run_plan(plan)
 
 
 def open_zarr(path):

@@ -86,7 +86,7 @@ def run(ctx: Context) -> None:
                 return {"angle_deg": principal_angle_deg(pca.components_, ref)}
 
             def pipeline(yaml_path=yaml_path, ref=ref, found=found) -> dict:
-                summary = run_plan(plan_pipeline(yaml_path, force=True), progress=False)
+                summary = run_plan(plan_pipeline(yaml_path, force=True))
                 with open(work / "pipeline" / "components.json") as fh:
                     comps = np.asarray(json.load(fh)["pca.components_"])
                 found["pipeline"] = comps

@@ -130,7 +130,12 @@ def solve_randomized(
     d = rows.shape[1]
     width = min(n_top + n_oversamples, d)
     res = randomized_scatter_eigh(
-        rows, width, n_power_iter=n_power_iter, random_state=random_state, on_error=on_error
+        rows,
+        width,
+        n_power_iter=n_power_iter,
+        random_state=random_state,
+        on_error=on_error,
+        label="PCA (randomized solver)",
     )
     n = int(res.count)
     if n < 2:

@@ -26,6 +26,7 @@ on the landmark rows (a uniform sample already in memory after pass 1): it costs
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Hashable
 from numbers import Integral
 from typing import Any, ClassVar
@@ -47,9 +48,12 @@ from ddr.linalg.nystrom import (
     kernel_scores,
     select_landmarks,
 )
+from ddr.progress import Passes
 from ddr.stats import compute
 
 __all__ = ["DENSE_MAX_SAMPLES", "EXACT_MAX_SAMPLES", "KernelPCA"]
+
+logger = logging.getLogger(__name__)
 
 #: Largest n for ``method="exact"``: the centred Gram matrix and its eigenvectors take
 #: 2 n^2 float64 (1.6 GB at 10 000 rows) and the dense eigensolver O(n^3) time (about 30 s
@@ -281,6 +285,12 @@ default="linear"
             )
         return method
 
+    def _fit_passes(self, n_samples: int, n_features: int) -> int | None:
+        try:
+            return 1 if self._check_params(n_samples) == "exact" else 2
+        except (TypeError, ValueError):  # fit says what is wrong
+            return None
+
     # ---------------------------------------------------------------------- fit
     def fit(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> KernelPCA:
         """Fit kernel PCA to the rows of X.
@@ -384,11 +394,15 @@ default="linear"
         spec = self._kernel_spec
         rng = np.random.default_rng(self.random_state)
         m = min(self.n_landmarks, rows.shape[0])  # auto may get here with n_landmarks > n
-        L = select_landmarks(rows.data, m, self.landmarks, rng)  # pass 1
+        passes = Passes(logger, "KernelPCA (Nystrom)", total=2)
+        passes.start(f"2 passes: {m} landmarks ({self.landmarks}), then the mapped moments")
+        with passes.step("landmarks drawn"):
+            L = select_landmarks(rows.data, m, self.landmarks, rng)  # pass 1
         fmap = fit_nystrom(L, spec, stacklevel=4)
         # pass 2; the map (m x d landmarks, m x r normalisation) is one key of the graph,
         # not a copy in every block task
-        mom = compute(NystromMoments.spec(feature_map=_ship(fmap, rows)), rows.data)
+        with passes.step("moments of the mapped rows"):
+            mom = compute(NystromMoments.spec(feature_map=_ship(fmap, rows)), rows.data)
         r = fmap.n_features_out
         k = r if self.n_components is None else min(r, self.n_components)
         lam, V = linalg.eigh(mom.scatter, subset_by_index=(r - k, r - 1))

@@ -39,6 +39,7 @@ from ddr.decomposition._pca_solvers import (
     solve_exact,
     solve_randomized,
 )
+from ddr.linalg.randomized import randomized_passes
 from ddr.stats import Moments, lazy
 from ddr.stats._input import is_dask, is_xarray
 
@@ -275,13 +276,7 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         rows = self._validated_rows(X, sample_dim)
         solver = self._resolve_solver(rows.shape[1])
         if solver == "covariance":
-            plan = self._covariance_plan(rows)
-            try:
-                value = plan.compute()
-            except ValueError as exc:
-                _raise_missing(exc)
-                raise
-            return plan.finish(value)
+            return self._covariance_plan(rows).run()
         if solver == "exact":
             data = rows.data.compute() if is_dask(rows.data) else rows.data
             _check_complete(data)
@@ -309,7 +304,9 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
 
     def _covariance_plan(self, rows: Any) -> FitPlan:
         self._check_k(rows.shape[0], rows.shape[1], "covariance")
-        return FitPlan.over(rows, lazy(Moments, rows.data), self._finish_moments)
+        return FitPlan.over(
+            rows, lazy(Moments, rows.data), self._finish_moments, on_error=_raise_missing
+        )
 
     def _finish_moments(self, moments: Moments) -> PCA:
         n, d = moments.count, moments.n_features
@@ -337,6 +334,16 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         )
         self._check_k(spec.n_samples, d, "randomized")
         return self._set(spec, "randomized", passes=passes, moments=None)
+
+    def _fit_passes(self, n_samples: int, n_features: int) -> int | None:
+        solver = self._resolve_solver(n_features)
+        if solver != "randomized":
+            return 1
+        if self.n_components is None:  # fit refuses it
+            return None
+        n_top = self._n_top(float(n_samples), n_features, solver)
+        width = min(int(n_top) + self.n_oversamples, n_features)
+        return randomized_passes(n_features, width, self.n_power_iter)
 
     def _n_top(self, n: float, d: int, solver: str) -> int | None:
         """How many leading eigenpairs the solver must compute (None: all)."""
@@ -593,8 +600,8 @@ def _check_complete(X: np.ndarray) -> None:
         raise ValueError(f"Input X contains {what}. {_MISSING_HINT}")
 
 
-def _raise_missing(exc: ValueError) -> None:
+def _raise_missing(exc: Exception) -> None:
     """Re-raise a NaN/inf error from a block with the pointer to PPCA."""
     msg = str(exc)
-    if "NaN" in msg or "infinite" in msg:
+    if isinstance(exc, ValueError) and ("NaN" in msg or "infinite" in msg):
         raise ValueError(f"{msg}. {_MISSING_HINT}") from exc

@@ -21,6 +21,8 @@ positive), so attributes compare one-to-one with scikit-learn's PCA (whose
 
 from __future__ import annotations
 
+import logging
+import time
 import warnings
 from collections.abc import Hashable
 from numbers import Integral, Real
@@ -34,12 +36,15 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from ddr.base import FEATURE, DDRMixin, FitPlan, map_rows
+from ddr.progress import Passes
 from ddr.stats import Moments, compute, lazy
 from ddr.stats._input import is_dask, is_xarray
 from ddr.stats.pairwise_moments import PairwiseMoments
 from ddr.stats.ppca_sums import PPCAParams, PPCASums, complete_posterior, row_posterior
 
 __all__ = ["PPCA"]
+
+logger = logging.getLogger(__name__)
 
 _SOLVERS = ("em", "closed_form")
 _INITS = ("pca", "random")
@@ -322,13 +327,7 @@ class PPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         """
         plan = self._fit_plan(X, y, sample_dim=sample_dim)
         if plan is not None:
-            try:
-                value = plan.compute()
-            except ValueError as err:
-                if "NaN" not in str(err):
-                    raise
-                raise ValueError(self._closed_form_nan_message()) from err
-            return plan.finish(value)
+            return plan.run()
         rows = self._rows(X, reset=True, sample_dim=sample_dim, allow_nan=True)
         q = self._check_params(*rows.shape)
         self._fit_em(rows, q)
@@ -343,8 +342,15 @@ class PPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         if not rows.is_lazy and np.isnan(rows.data).any():
             raise ValueError(self._closed_form_nan_message(int(np.isnan(rows.data).sum())))
         return FitPlan.over(
-            rows, lazy(Moments, rows.data), lambda m: self._finish_closed_form(m, q)
+            rows,
+            lazy(Moments, rows.data),
+            lambda m: self._finish_closed_form(m, q),
+            on_error=self._explain_nan,
         )
+
+    def _explain_nan(self, exc: Exception) -> None:
+        if isinstance(exc, ValueError) and "NaN" in str(exc):
+            raise ValueError(self._closed_form_nan_message()) from exc
 
     def _closed_form_nan_message(self, n_nan: int | None = None) -> str:
         what = f"{n_nan} missing values (NaN)" if n_nan else "missing values (NaN)"
@@ -377,8 +383,18 @@ class PPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         d = rows.shape[1]
         curve: list[float] = []
         baseline = None
+        passes = Passes(logger, "PPCA (EM)", unit="iteration")
+        passes.start(
+            f"at most {self.max_iter} iterations of one pass each, until the log-likelihood "
+            f"rises by less than tol={self.tol:g} (relative)"
+        )
         if self.init == "pca":
+            start = time.perf_counter()
             pm = compute(PairwiseMoments, rows.data)  # the one init pass
+            logger.info(
+                "PPCA (EM): starting point from one pass of pairwise moments (%.2f s)",
+                time.perf_counter() - start,
+            )
             self._check_columns(pm.count)
             params, exact_ml = self._pca_start(pm, q)
             if exact_ml:
@@ -394,6 +410,7 @@ class PPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         converged = False
         n_iter = 0
         for n_iter in range(1, self.max_iter + 1):
+            passes.begin()
             sums = compute(PPCASums.spec(params=params), rows.data)  # one pass
             if n_iter == 1:
                 self._check_columns(sums.count)
@@ -411,9 +428,15 @@ class PPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
             curve.append(sums.loglik)
             params = _m_step(sums, params.mu, floor)
             previous = curve[-2] if len(curve) >= 2 else baseline
+            passes.advance(_loglik_detail(curve[-1], previous))
             if previous is not None and curve[-1] - previous <= self.tol * abs(curve[-1]):
                 converged = True
                 break
+        passes.finish(
+            f"converged after {n_iter} iterations"
+            if converged
+            else f"stopped at max_iter={self.max_iter} without converging"
+        )
         if not converged:
             warnings.warn(
                 f"{type(self).__name__}: EM did not converge in max_iter={self.max_iter} "
@@ -638,6 +661,17 @@ class PPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = self.solver == "em"
         return tags
+
+
+def _loglik_detail(loglik: float, previous: float | None) -> str:
+    """``log-likelihood L, change dL (relative r)`` for the progress record of an iteration."""
+    if previous is None:
+        return f"log-likelihood {loglik:.10g}"
+    change = loglik - previous
+    return (
+        f"log-likelihood {loglik:.10g}, change {change:+.4g} "
+        f"(relative {change / max(abs(loglik), np.finfo(float).tiny):+.2e})"
+    )
 
 
 def _rel_change(curve: list[float]) -> float:

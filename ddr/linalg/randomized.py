@@ -27,12 +27,14 @@ faster than plain subspace iteration for the same passes.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any
 
 import dask
 import numpy as np
 import scipy.linalg
 
+from ddr.progress import Passes
 from ddr.stats._input import Rows
 from ddr.stats.engine import compute as stats_compute
 from ddr.stats.engine import lazy as stats_lazy
@@ -43,8 +45,11 @@ __all__ = [
     "lazy_pass",
     "nystrom_eigh",
     "orthonormalize",
+    "randomized_passes",
     "randomized_scatter_eigh",
 ]
+
+logger = logging.getLogger(__name__)
 
 
 def orthonormalize(Z: np.ndarray) -> np.ndarray:
@@ -134,6 +139,12 @@ class RandomizedEigh:
     passes: int
 
 
+def randomized_passes(n_features: int, n_basis: int, n_power_iter: int) -> int:
+    """The passes :func:`randomized_scatter_eigh` makes: ``n_power_iter + 1``, fewer when the
+    Krylov space of blocks of width ``n_basis`` fills all ``n_features`` dimensions first."""
+    return min(n_power_iter + 1, -(-n_features // max(n_basis, 1)))
+
+
 def randomized_scatter_eigh(
     rows: Rows,
     n_basis: int,
@@ -142,6 +153,7 @@ def randomized_scatter_eigh(
     random_state: np.random.RandomState,
     split_every: int | None = None,
     on_error: Any = None,
+    label: str = "randomized eigensolver",
 ) -> RandomizedEigh:
     """Top eigenpairs of the centred scatter of ``rows`` by randomized block Krylov iteration.
 
@@ -161,6 +173,9 @@ def randomized_scatter_eigh(
     on_error : callable, optional
         ``on_error(exc)`` may translate a ``ValueError`` raised while reading the data (e.g.
         NaN in a block) into the caller's message; it must raise.
+    label : str
+        Names the job in the progress records (one INFO record per pass, see
+        :mod:`ddr.progress`).
 
     Returns
     -------
@@ -185,9 +200,12 @@ def randomized_scatter_eigh(
         raise ValueError(f"n_basis must be between 1 and n_features={d}; got {n_basis}")
     if n_power_iter < 0:
         raise ValueError(f"n_power_iter must be >= 0; got {n_power_iter}")
+    passes = Passes(logger, label, randomized_passes(d, n_basis, n_power_iter))
+    passes.start(f"{passes.total} passes over the data ({_shape(rows)}), block width {n_basis}")
     omega = random_state.standard_normal(size=(d, n_basis))
     V = orthonormalize(omega)
-    stat = _pass(rows, V, None, split_every, on_error)
+    with passes.step():
+        stat = _pass(rows, V, None, split_every, on_error)
     mean, count, trace = stat.mean, stat.count, float(np.maximum(stat.sq, 0).sum())
     blocks, images = [V], [stat.product]
     for _ in range(n_power_iter):
@@ -197,11 +215,17 @@ def randomized_scatter_eigh(
             break
         width = min(n_basis, d - m)
         V = orthonormalize(np.column_stack([K, images[-1]]))[:, m : m + width]
-        stat = _pass(rows, V, mean, split_every, on_error)
+        with passes.step():
+            stat = _pass(rows, V, mean, split_every, on_error)
         blocks.append(V)
         images.append(stat.product)
     lam, U = nystrom_eigh(np.column_stack(blocks), np.column_stack(images))
     return RandomizedEigh(count, mean, trace, lam, U, len(blocks))
+
+
+def _shape(rows: Rows) -> str:
+    n, d = rows.shape
+    return f"{'?' if np.isnan(n) else int(n)} x {d}"
 
 
 def _pass(

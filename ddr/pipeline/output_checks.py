@@ -365,9 +365,19 @@ class OutputChecks:
             elif status == "complete" and stored == out.fingerprint:
                 out.action, out.reason = "skip", "complete, same fingerprint"
             elif status == "complete":
-                out.action, out.reason = "overwrite", "complete but outdated (fingerprint differs)"
+                out.action, out.reason = "overwrite", self._outdated(out)
             else:
                 out.action, out.reason = "overwrite", "incomplete"
+
+    def _outdated(self, out: OutputPlan) -> str:
+        """Why a complete output with another fingerprint is rewritten: what changed."""
+        from ddr.pipeline.changes import describe_changes, lineage, read_provenance
+
+        planned = lineage(self.steps, self.inputs, list(out.refs.values()))
+        changes = describe_changes(read_provenance(out.path, out.kind), planned)
+        if not changes:
+            return "complete but outdated (fingerprint differs)"
+        return "complete but outdated: " + "; ".join(changes)
 
 
 def _existing(out: OutputPlan) -> tuple[str, str | None]:

@@ -62,6 +62,7 @@ class StepPlan:
     fingerprint: str = ""
     outputs: dict[str, ValueMeta] = field(default_factory=dict)
     one_pass: bool | None = None  # None: decided at run time
+    passes: int | None = None  # passes of a fit over its X; None: decided at run time
     action: str = "run"  # "run", "load" (from a complete model output), "skip"
     load_from: str | None = None
 
@@ -114,13 +115,18 @@ class Plan:
         return {", ".join(names): names for names in groups.values()}
 
     def passes(self) -> dict[str, str]:
-        """Planned passes over each stored array: ``"1"``, or ``"2+"`` when a multi-pass fit
-        reads it (its own passes are known only when it runs)."""
+        """Planned passes over each stored array: exact (``"5"``), or ``"2+"`` when a fit
+        that reads it decides its passes while it runs (EM until it converges)."""
         out = {}
         for label, names in self.stored_arrays().items():
             n = sum(max((p.reads.get(nm, 0) for nm in names), default=0) for p in self.phases)
-            multi = any(p.kind == "fit" and any(nm in p.reads for nm in names) for p in self.phases)
-            out[label] = f"{n}+" if multi else str(n)
+            open_ended = any(
+                p.kind == "fit"
+                and any(nm in p.reads for nm in names)
+                and any(self.steps[sid].passes is None for sid in p.steps)
+                for p in self.phases
+            )
+            out[label] = f"{n}+" if open_ended else str(n)
         return out
 
     def ref_meta(self, ref: str) -> ValueMeta | None:

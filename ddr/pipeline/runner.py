@@ -27,8 +27,8 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
+import logging
 import os
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,13 +39,13 @@ from ddr.pipeline._counting import count_key
 from ddr.pipeline.fitplans import call, fit_plan
 from ddr.pipeline.planner import Phase, Plan, StepPlan
 from ddr.pipeline.schema import split_ref
-from ddr.pipeline.summary import OutputResult, RunSummary, StepResult, _rel
+from ddr.pipeline.summary import OutputResult, RunClock, RunSummary, StepResult, _rel
 from ddr.pipeline.writers import OutputWriter
+from ddr.progress import Passes
 
-__all__ = ["RunSummary", "run_plan"]
+__all__ = ["RunClock", "RunSummary", "run_plan"]
 
-
-# ------------------------------------------------------------------------- summary
+logger = logging.getLogger(__name__)
 
 
 # ------------------------------------------------------------------- schedulers
@@ -99,11 +99,11 @@ def describe_scheduler(client: Any) -> str:
 
 # ----------------------------------------------------------------------- runner
 class _Runner(OutputWriter):
-    def __init__(self, plan: Plan, *, progress: bool, argv: list[str] | None) -> None:
+    def __init__(self, plan: Plan, *, clock: RunClock, argv: list[str] | None) -> None:
         import ddr
 
         self.plan = plan
-        self.progress = progress
+        self.clock = clock
         self.argv = argv
         self.values: dict[str, dict[str, Any]] = {}
         self.client = active_client()
@@ -129,6 +129,7 @@ class _Runner(OutputWriter):
             for o in plan.outputs
         }
         self._versions: dict[str, str] | None = None
+        self._reads: list[str] = []  # the inputs the current phase reads (for messages)
 
     # ----------------------------------------------------------- counting
     def _counts(self) -> dict[str, int]:
@@ -157,30 +158,23 @@ class _Runner(OutputWriter):
 
     # -------------------------------------------------------------- compute
     def _compute(self, items: list[Any]) -> list[Any]:
+        """Compute ``items`` together (one pass over the inputs they share)."""
         import dask
 
         if not items:
             return []
-        if self.client is not None:
-            futures = self.client.compute(items)
-            if self.progress:
-                from distributed import progress
+        with self.clock.timing("passes"):
+            if self.client is not None:
+                return self.client.gather(self.client.compute(items))
+            return list(dask.compute(*items))
 
-                with contextlib.redirect_stdout(sys.stderr):
-                    progress(futures, notebook=False)
-                    sys.stderr.write("\n")
-            return self.client.gather(futures)
-        return list(dask.compute(*items))
-
-    @contextlib.contextmanager
-    def _local_progress(self) -> Iterator[None]:
-        if self.progress and self.client is None:
-            from dask.diagnostics import ProgressBar
-
-            with ProgressBar(minimum=1.0, out=sys.stderr):
-                yield
-        else:
-            yield
+    def _pass(self, what: str, items: list[Any], reads: list[str]) -> list[Any]:
+        """:meth:`_compute` reported as one pass over ``reads`` (a record when it starts and
+        one when it ends)."""
+        passes = Passes(logger, what, total=1)
+        passes.start(f"one pass over {', '.join(reads) or 'the data'}")
+        with passes.step():
+            return self._compute(items)
 
     # --------------------------------------------------------------- values
     def value(self, ref: str) -> Any:
@@ -215,22 +209,28 @@ class _Runner(OutputWriter):
     # --------------------------------------------------------------- phases
     def run(self) -> RunSummary:
         start = time.perf_counter()
+        accounted = self._accounted()
         self.summary.dashboard = dashboard_link(self.client)
         try:
             for i, phase in enumerate(self.plan.phases, start=1):
-                with self._local_progress():
-                    self._phase(i, phase)
+                self._phase(i, phase)
             self.summary.status = "ok"
         except RunError as exc:
             self.summary.status = "failed"
             self.summary.error = str(exc)
+            raise
+        except KeyboardInterrupt:
+            self.summary.status = "interrupted"
+            self.summary.error = "interrupted (Ctrl-C); outputs being written stay incomplete"
             raise
         except Exception as exc:
             self.summary.status = "failed"
             self.summary.error = f"{type(exc).__name__}: {exc}"
             raise RunError(f"{type(exc).__name__}: {exc}") from exc
         finally:
-            self.summary.wall_seconds = round(time.perf_counter() - start, 3)
+            elapsed = time.perf_counter() - start
+            self.clock.add("other", elapsed - (self._accounted() - accounted))
+            self.summary.clocked(self.clock)
             self.summary.steps = list(self.step_results.values())
             self.summary.outputs = [self.output_results[o.index] for o in self.plan.outputs]
             totals: dict[str, float] = {}
@@ -247,7 +247,13 @@ class _Runner(OutputWriter):
             self.summary.passes = {k: round(v, 3) for k, v in totals.items()}
         return self.summary
 
+    def _accounted(self) -> float:
+        return self.clock.parts.get("passes", 0.0) + self.clock.parts.get("writes", 0.0)
+
     def _phase(self, index: int, phase: Phase) -> None:
+        what = ", ".join(phase.steps) or f"{len(phase.outputs)} output(s)"
+        logger.debug("phase %d of %d (%s): %s", index, len(self.plan.phases), phase.kind, what)
+        self._reads = list(phase.reads)
         before = self._counts() if phase.kind != "lazy" else {}
         start = time.perf_counter()
         if phase.kind == "lazy":
@@ -342,22 +348,23 @@ class _Runner(OutputWriter):
             if plan is None:
                 alone.append(sid)
             else:
-                plans[sid] = (plan.statistics, plan.finish)
+                plans[sid] = (plan.statistics, plan)
         start = time.perf_counter()
+        names = ", ".join(plans)
         try:
-            computed = self._compute([p[0] for p in plans.values()])
+            computed = self._pass(names, [p[0] for p in plans.values()], self._reads)
         except Exception as exc:
-            names = ", ".join(plans)
+            _explain(exc, {sid: plan for sid, (_, plan) in plans.items()}, self.plan)
             raise RunError(
                 f"{type(exc).__name__}: {exc}", f"one-pass statistics of {names}"
             ) from exc
-        for (sid, (_, finish)), value in zip(plans.items(), computed, strict=True):
+        for (sid, (_, fitplan)), value in zip(plans.items(), computed, strict=True):
             step = self.plan.steps[sid]
             try:
-                if finish is None:
+                if fitplan is None:
                     self.values[sid] = {"statistic": _single(value)}
                 else:
-                    self._store_fit(step, finish(value))
+                    self._store_fit(step, fitplan.finish(value))
             except Exception as exc:
                 raise RunError(
                     f"{type(exc).__name__}: {exc}", f"step {sid} ({step.op.name})"
@@ -379,17 +386,25 @@ class _Runner(OutputWriter):
         try:
             args = self._args(step)
             if step.op.family == "apply":  # score
-                self.values[sid] = {"value": float(call(args["model"], "score", args))}
+                with self.clock.timing("passes"):
+                    value = float(call(args["model"], "score", args))
+                logger.info("%s: %s = %.6g", sid, step.op.name, value)
+                self.values[sid] = {"value": value}
                 res.action = "computed"
             else:
                 est = self._new(step)
                 plan = fit_plan(est, args)
                 if plan is not None:
-                    (value,) = self._compute([plan.statistics])
+                    try:
+                        (value,) = self._pass(sid, [plan.statistics], self._reads)
+                    except Exception as exc:
+                        plan.explain(exc)
+                        raise
                     est = plan.finish(value)
                     res.action = "fit (one pass)"
                 else:
-                    with self._local_progress():
+                    logger.info("%s: %s, a multi-pass fit", sid, step.op.name)
+                    with self.clock.timing("passes"):
                         est = call(est, "fit", args)
                     res.action = "fit"
                 self._store_fit(step, est)
@@ -404,6 +419,21 @@ class _Runner(OutputWriter):
 
 
 # ------------------------------------------------------------------------ helpers
+
+
+def _explain(exc: Exception, fitplans: dict[str, Any], plan: Plan) -> None:
+    """Raise the error of a shared pass again as the first fit that has advice for it gives
+    it (PCA given NaN points to PPCA), naming that step; else return."""
+    for sid, fitplan in fitplans.items():
+        if fitplan is None:
+            continue
+        try:
+            fitplan.explain(exc)
+        except Exception as explained:
+            step = plan.steps[sid]
+            raise RunError(
+                f"{type(explained).__name__}: {explained}", f"step {sid} ({step.op.name})"
+            ) from exc
 
 
 def _single(value: Any) -> Any:
@@ -426,55 +456,59 @@ def _along(v: Any, sdim: Any) -> Any:
 def run_plan(
     plan: Plan,
     *,
-    progress: bool | None = None,
     summary_path: str | None = None,
     performance_report: str | None = None,
     argv: list[str] | None = None,
-    echo: Any = None,
+    clock: RunClock | None = None,
 ) -> RunSummary:
     """Run ``plan`` under the active dask scheduler and return its summary.
+
+    Progress is reported through :mod:`logging` (the ``ddr.pipeline.runner`` logger and the
+    estimators' own): one INFO record per phase and per pass over the data, the dask
+    dashboard link, notes as warnings. The ``ddr`` command shows them (see :mod:`ddr._log`).
 
     Parameters
     ----------
     plan : Plan
         From :func:`ddr.pipeline.plan_pipeline`.
-    progress : bool, optional
-        Show progress bars (default: the pipeline's ``run.progress``).
     summary_path : str, optional
         Write the run summary JSON here (default: the pipeline's ``run.summary``).
     performance_report : str, optional
         Write a dask performance report (HTML; needs a distributed scheduler).
     argv : list of str, optional
         The command recorded in provenance and CF ``history`` (default ``sys.argv``).
-    echo : callable, optional
-        Where to print the dashboard link and notes (default: stderr).
+    clock : RunClock, optional
+        Collects the wall time and its parts; the ``ddr`` command passes one started with
+        its process, so the summary's times include start-up and the cluster. Default: one
+        started now.
 
     Raises
     ------
     RunError
-        A step or an output failed; the summary (status "failed") is still written.
+        A step or an output failed; the summary (status ``"failed"``) is still written.
+    KeyboardInterrupt
+        The run was interrupted; the summary (status ``"interrupted"``) is still written.
     """
     opts = plan.pipeline.run
-    progress = opts.progress if progress is None else progress
     summary_path = summary_path or opts.summary
     performance_report = performance_report or opts.performance_report
-    say = echo or (lambda msg: print(msg, file=sys.stderr))
-    runner = _Runner(plan, progress=progress, argv=argv)
+    runner = _Runner(plan, clock=clock or RunClock(), argv=argv)
     if runner.client is not None:
         link = dashboard_link(runner.client)
-        say(
-            f"dask dashboard: {link}"
-            if link
-            else "dask dashboard: not served (it needs bokeh: pip install 'bokeh>=3.1')"
-        )
+        if link:
+            logger.info("dask dashboard: %s", link)
+        else:
+            logger.info("dask dashboard: not served (it needs bokeh: pip install 'bokeh>=3.1')")
     report: Any = contextlib.nullcontext()
     if performance_report:
         import importlib.util
 
         if runner.client is None:
-            say("note: a performance report needs a distributed scheduler; none written")
+            logger.warning("a performance report needs a distributed scheduler; none written")
         elif importlib.util.find_spec("bokeh") is None:
-            say("note: a performance report needs bokeh (pip install 'bokeh>=3.1'); none written")
+            logger.warning(
+                "a performance report needs bokeh (pip install 'bokeh>=3.1'); none written"
+            )
         else:
             from distributed import performance_report as _report
 
@@ -489,8 +523,10 @@ def run_plan(
             summary = runner.run()
     finally:
         if summary_path:
-            with contextlib.suppress(Exception):
+            try:
                 runner.summary.write(os.path.abspath(summary_path))
+            except OSError as exc:
+                logger.warning("could not write the run summary %s: %s", summary_path, exc)
     return summary
 
 

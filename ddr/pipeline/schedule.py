@@ -66,6 +66,7 @@ class Scheduling:
         for s in todo:
             if s.action == "run" and s.op.family in ("fit", "statistic"):
                 s.one_pass = self._is_one_pass(s)
+                s.passes = 1 if s.one_pass else self._fit_passes(s)
         done: set[str] = {s.id for s in self.steps.values() if s.action == "skip"}
         phases: list[Phase] = []
         written: set[int] = set()
@@ -91,8 +92,11 @@ class Scheduling:
             if phase.kind != "lazy":
                 for sid in phase.steps:
                     for inp in self._reads(self.steps[sid]):
-                        # a batch reads each input once; each score is its own pass
+                        # a batch reads each input once; each score is its own pass; a
+                        # multi-pass fit as often as its estimator says (1 if not known)
                         count = phase.reads.get(inp, 0) + 1 if phase.kind == "compute" else 1
+                        if phase.kind == "fit":
+                            count = self.steps[sid].passes or 1
                         phase.reads[inp] = count
             done |= set(phase.steps)
             todo = [s for s in todo if s.id not in done]
@@ -162,6 +166,20 @@ class Scheduling:
         except Exception:
             return None
         return plan is not None
+
+    def _fit_passes(self, step: StepPlan) -> int | None:
+        """The passes of a multi-pass fit over its X, when the estimator knows them from the
+        shape (randomized PCA: ``n_power_iter + 1``); None when decided while fitting."""
+        if "X" not in step.refs:
+            return None
+        meta = self._ref_meta(step.refs["X"])
+        if meta is None or meta.shape is None or len(meta.shape) != 2 or None in meta.shape:
+            return None
+        try:
+            est = step.op.cls(**step.spec.with_)
+            return est._fit_passes(int(meta.shape[0]), int(meta.shape[1]))
+        except Exception:
+            return None
 
 
 def _standin(meta: ValueMeta) -> Any:

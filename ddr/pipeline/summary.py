@@ -7,11 +7,50 @@ process, divided by its stored size.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["OutputResult", "RunSummary", "StepResult"]
+__all__ = ["OutputResult", "RunClock", "RunSummary", "StepResult"]
+
+
+@dataclass
+class RunClock:
+    """Where the wall time of a run goes, part by part.
+
+    ``started`` is when the clock started (seconds since the epoch): the ``ddr`` command
+    gives its process start, so the whole wall time includes starting Python and the
+    cluster; :func:`ddr.pipeline.run_plan` called from Python starts one itself.
+    Parts, in order: ``start-up`` (imports, reading and checking the pipeline), ``cluster
+    start``, ``passes`` (dask computes over the data, including the final pass that streams
+    chunks to Zarr), ``writes`` (metadata, models, metrics, plots, completion markers),
+    ``other`` (client-side solves, building graphs) and ``cluster shutdown``.
+    """
+
+    started: float = field(default_factory=time.time)
+    parts: dict[str, float] = field(default_factory=dict)
+
+    def add(self, part: str, seconds: float) -> None:
+        self.parts[part] = self.parts.get(part, 0.0) + max(seconds, 0.0)
+
+    @contextlib.contextmanager
+    def timing(self, part: str) -> Iterator[None]:
+        """Add the time spent in the block to ``part`` (also when it raises)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(part, time.perf_counter() - start)
+
+    def wall(self) -> float:
+        """Seconds since ``started``."""
+        return time.time() - self.started
+
+    def rounded(self) -> dict[str, float]:
+        return {k: round(v, 3) for k, v in self.parts.items()}
 
 
 @dataclass
@@ -43,10 +82,11 @@ class RunSummary:
 
     pipeline: str
     file: str
-    status: str = "running"
+    status: str = "running"  # "ok", "failed", "interrupted"
     error: str | None = None
     started: str = ""
     wall_seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
     scheduler: str = ""
     dashboard: str | None = None
     ddr_version: str = ""
@@ -63,11 +103,29 @@ class RunSummary:
 
         write_json(path, self.to_dict(), None)
 
+    @classmethod
+    def read(cls, path: str | os.PathLike) -> RunSummary:
+        """A summary written by :meth:`write`."""
+        import json
+
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        steps = [StepResult(**s) for s in data.pop("steps", [])]
+        outputs = [OutputResult(**o) for o in data.pop("outputs", [])]
+        return cls(**data, steps=steps, outputs=outputs)
+
+    def clocked(self, clock: RunClock) -> None:
+        """Take the whole wall time and its parts from ``clock`` (now)."""
+        self.wall_seconds = round(clock.wall(), 3)
+        self.timings = clock.rounded()
+
     def format(self) -> str:
         """The summary as a text table (what ``ddr run`` prints)."""
+        parts = ", ".join(f"{k} {v:.2f} s" for k, v in self.timings.items())
         lines = [
-            f"run {self.pipeline}: {self.status} in {self.wall_seconds:.2f} s "
-            f"(scheduler: {self.scheduler})"
+            f"run {self.pipeline}: {self.status} in {self.wall_seconds:.2f} s"
+            + (f" ({parts})" if parts else ""),
+            f"  scheduler: {self.scheduler}",
         ]
         if self.error:
             lines.append(f"  error: {self.error}")

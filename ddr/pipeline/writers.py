@@ -9,10 +9,12 @@ returns are built separately (each would read the input again).
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,8 @@ __all__ = [
     "statistic_readouts",
     "variable_strings",
 ]
+
+logger = logging.getLogger("ddr.pipeline.runner")
 
 
 def variable_strings(ds: Any) -> Any:
@@ -204,12 +208,17 @@ class OutputWriter:
     plan: Any
     argv: list[str] | None
     summary: Any
+    clock: Any
     output_results: dict[int, Any]
     _versions: dict[str, str] | None
 
     value: Callable[..., Any]  # provided by the concrete class
 
     _compute: Callable[..., Any]  # provided by the concrete class
+
+    _pass: Callable[..., Any]  # provided by the concrete class
+
+    _reads: list[str]  # the inputs the current phase reads
 
     _counts: Callable[..., Any]  # provided by the concrete class
 
@@ -236,35 +245,9 @@ class OutputWriter:
         return self._versions
 
     def _provenance(self, out: OutputPlan) -> dict[str, Any]:
-        steps: dict[str, Any] = {}
-        inputs: dict[str, Any] = {}
+        from ddr.pipeline.changes import lineage
 
-        def walk(ref: str) -> None:
-            head, _ = split_ref(ref)
-            if head in self.plan.inputs:
-                inp = self.plan.inputs[head]
-                inputs[head] = {
-                    "path": inp.path,
-                    "array": inp.spec.array,
-                    "shape": list(inp.meta.shape or ()),
-                    "dtype": str(inp.meta.dtype),
-                    "fingerprint": inp.fingerprint,
-                }
-                return
-            if head in steps:
-                return
-            step = self.plan.steps[head]
-            steps[head] = {
-                "op": step.op.name,
-                "with": step.spec.with_,
-                "inputs": dict(step.refs),
-                "fingerprint": step.fingerprint,
-            }
-            for r in step.refs.values():
-                walk(r)
-
-        for ref in out.refs.values():
-            walk(ref)
+        made_from = lineage(self.plan.steps, self.plan.inputs, list(out.refs.values()))
         return {
             "pipeline": {
                 "name": self.plan.pipeline.name,
@@ -272,13 +255,27 @@ class OutputWriter:
                 "resolved": self.plan.resolved,
             },
             "output": {"index": out.index, "kind": out.kind, "from": dict(out.refs)},
-            "steps": steps,
-            "inputs": inputs,
+            **made_from,
             "versions": self._versions_dict(),
             "run": {"started": self.summary.started, "command": " ".join(self.argv or sys.argv)},
         }
 
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Add the time of the block, less its passes over data, to the clock's writes."""
+        passes = self.clock.parts.get("passes", 0.0)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            elapsed = time.perf_counter() - start
+            self.clock.add("writes", elapsed - (self.clock.parts.get("passes", 0.0) - passes))
+
     def _small_output(self, out: OutputPlan, index: int) -> None:
+        with self._writing():
+            self._write_small(out, index)
+
+    def _write_small(self, out: OutputPlan, index: int) -> None:
         res = self.output_results[out.index]
         res.phase = index
         start = time.perf_counter()
@@ -299,6 +296,7 @@ class OutputWriter:
             raise RunError(f"{type(exc).__name__}: {exc}", f"output {_rel(out.path)}") from exc
         res.action = "written"
         res.seconds = round(time.perf_counter() - start, 3)
+        logger.info("wrote %s %s (%.2f s)", out.kind, _rel(out.path), res.seconds)
 
     def _if_exists(self, out: OutputPlan) -> str:
         return "overwrite" if out.action == "overwrite" else "error"
@@ -399,6 +397,10 @@ class OutputWriter:
         return "feature"
 
     def _stream(self, indices: list[int], index: int) -> None:
+        with self._writing():
+            self._write_streamed(indices, index)
+
+    def _write_streamed(self, indices: list[int], index: int) -> None:
         """Write every output that needs data in ONE compute.
 
         Each Zarr output's metadata is written by :func:`ddr.io.write_zarr` (``compute=False``);
@@ -455,8 +457,9 @@ class OutputWriter:
         if sources:
             stored = da.store(sources, targets, lock=False, compute=False)
             stores = list(stored) if isinstance(stored, tuple) else [stored]
+        what = f"writing {len(indices)} output{'s' if len(indices) != 1 else ''}"
         try:
-            values = self._compute([*stores, *items])[len(stores) :]
+            values = self._pass(what, [*stores, *items], self._reads)[len(stores) :]
         except Exception as exc:
             names = ", ".join(_rel(self.plan.outputs[i].path) for i in indices)
             raise RunError(f"{type(exc).__name__}: {exc}", f"writing {names}") from exc
@@ -481,5 +484,7 @@ class OutputWriter:
         for i in indices:
             res = self.output_results[i]
             res.action, res.phase, res.seconds = "written", index, seconds
+            out = self.plan.outputs[i]
+            logger.info("wrote %s %s", out.kind, _rel(out.path))
         if indices:
             self.output_results[indices[0]].passes = passes
