@@ -86,6 +86,8 @@ class DDRMixin:
     """
 
     _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {}
+    #: what the columns of ``transform`` are called in plots: ``"PC"`` gives PC1, PC2, ...
+    _component_prefix: ClassVar[str | None] = None
 
     # ---------------------------------------------------------- one-pass fits
     def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan | None:
@@ -96,6 +98,12 @@ class DDRMixin:
         the default (None) and are fitted with ``fit``.
         """
         return None
+
+    @classmethod
+    def _component_name(cls, i: int, output: str = "data") -> str:
+        """The name of column ``i`` (from 0) of the ``output`` of ``transform``, for axes of
+        plots: ``PC1`` for PCA (``_component_prefix``), ``component 1`` by default."""
+        return f"{cls._component_prefix}{i + 1}" if cls._component_prefix else f"component {i + 1}"
 
     def _fit_passes(self, n_samples: int, n_features: int) -> int | None:
         """How many times a multi-pass ``fit`` reads an X of this shape, when that is known

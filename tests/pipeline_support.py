@@ -26,14 +26,15 @@ BROKEN = Path(__file__).resolve().parent / "broken_pipelines"
 #: the datasets the example pipelines read by default, small enough for tests
 DATASETS = {
     "demo.zarr": DemoSpec(3000, 12, 4, 3, 500, seed=0),
-    "demo-2.zarr": DemoSpec(2000, 12, 4, 3, 500, seed=1),
+    "demo-new.zarr": DemoSpec(2000, 12, 4, 3, 500, seed=0, sample_seed=1),
     "demo-missing.zarr": DemoSpec(3000, 12, 4, 3, 500, seed=2, missing=0.05),
-    "wide.zarr": DemoSpec(2000, 60, 4, 3, 500, seed=4),
+    "wide.zarr": DemoSpec(2000, 60, 8, 3, 500, seed=4),
 }
 
 #: --set overrides that fit the example pipelines to the small datasets
 OVERRIDES = {
-    "randomized-pca-wide": ["k=4"],
+    "randomized-pca-wide": ["k=8"],
+    "classify": ["train_end=2000", "test_start=2000"],
     "cca": ["split=6"],
     "ppca-missing": ["max_iter=50"],
     "kernel-pca-nystrom": ["landmarks=300"],

@@ -153,7 +153,7 @@ def test_run_failure_exits_1(here):
     )
     result = runner.invoke(app, ["run", "fail.yaml", "--cluster", "threads", "--no-progress"])
     assert result.exit_code == 1
-    assert "ddr: run failed: step nb (GaussianNB.fit): ValueError" in result.output
+    assert "ddr: error: run failed: step nb (GaussianNB.fit): ValueError" in result.output
 
 
 def test_dry_run_reads_and_writes_nothing(here):

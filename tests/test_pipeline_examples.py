@@ -74,7 +74,7 @@ def _outputs_complete(plan) -> None:
 def local_dir(data, tmp_path_factory):
     """One working directory for all pipelines (apply-saved reads what fit-once wrote)."""
     d = tmp_path_factory.mktemp("examples-local")
-    for name in ("demo.zarr", "demo-2.zarr", "demo-missing.zarr", "wide.zarr"):
+    for name in ("demo.zarr", "demo-new.zarr", "demo-missing.zarr", "wide.zarr"):
         (d / name).symlink_to(data / name)
     return d
 
@@ -180,7 +180,7 @@ def scheduler_address(tmp_path_factory):
 @pytest.fixture(scope="module")
 def address_dir(data, tmp_path_factory):
     d = tmp_path_factory.mktemp("examples-address")
-    for name in ("demo.zarr", "demo-2.zarr", "demo-missing.zarr", "wide.zarr"):
+    for name in ("demo.zarr", "demo-new.zarr", "demo-missing.zarr", "wide.zarr"):
         (d / name).symlink_to(data / name)
     return d
 

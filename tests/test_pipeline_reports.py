@@ -68,12 +68,17 @@ def test_files_are_atomic_and_fingerprinted(tmp_path):
         str(tmp_path / "p.png"),
         None,
         None,
-        scores=scores,
+        {"steps": {"pca": {"op": "PCA.fit"}}},
+        x=scores[:, 0],
+        y=scores[:, 1],
         labels=np.arange(50) % 3,
         n_total=500,
-        components=(0, 1),
     )
     assert reports.read_fingerprint(tmp_path / "p.png") is None
+    from PIL import Image
+
+    with Image.open(tmp_path / "p.png") as im:  # the provenance rides along, as JSON
+        assert json.loads(im.text["ddr:provenance"]) == {"steps": {"pca": {"op": "PCA.fit"}}}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.png", "m.json", "p.png", "s.png"]
     (tmp_path / "other.png").write_bytes(b"not a png")
     assert reports.read_fingerprint(tmp_path / "other.png") is None

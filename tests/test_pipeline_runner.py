@@ -28,7 +28,7 @@ def data(tmp_path_factory):
 @pytest.fixture
 def here(data, monkeypatch, tmp_path):
     """Run in a fresh directory that sees the module's datasets as ./demo.zarr etc."""
-    for name in ("demo.zarr", "demo-2.zarr", "demo-missing.zarr", "wide.zarr"):
+    for name in ("demo.zarr", "demo-new.zarr", "demo-missing.zarr", "wide.zarr"):
         (tmp_path / name).symlink_to(data / name)
     monkeypatch.chdir(tmp_path)
     return tmp_path
@@ -104,7 +104,10 @@ def test_changed_param_rewrites_outdated_outputs(here):
     run(QUICKSTART)
     old = read_attrs("quickstart-output/scores.zarr")["ddr:fingerprint"]
     plan = plan_pipeline(QUICKSTART, ["k=3"])
-    assert {o.reason for o in plan.outputs} == {"complete but outdated (fingerprint differs)"}
+    # every output (Zarr, PNG, JSON) says what changed, from the provenance stored in it
+    assert {o.reason for o in plan.outputs} == {
+        "complete but outdated: pca.with.n_components 10 -> 3"
+    }
     run(QUICKSTART, ["k=3"])
     assert read_attrs("quickstart-output/scores.zarr")["ddr:fingerprint"] != old
     with open_zarr("quickstart-output/scores.zarr") as ds:
@@ -153,23 +156,25 @@ def test_resume_loads_a_complete_model_instead_of_refitting(here):
 
 def test_fit_once_apply_many_equals_direct(here):
     run(PIPELINES / "fit-once.yaml")
-    summary = run(PIPELINES / "apply-saved.yaml", ["second=demo-2.zarr"])
-    assert {s.id: s.action for s in summary.steps}["pca"] == "loaded"
+    for data in ("demo-new.zarr", "demo.zarr"):
+        summary = run(PIPELINES / "apply-saved.yaml", [f"data={data}", f"out=applied-{data}"])
+        assert {s.id: s.action for s in summary.steps}["pca"] == "loaded"
     X = open_input("demo.zarr", "X")
-    X2 = open_input("demo-2.zarr", "X")
     y = open_input("demo.zarr", "y")
     with dask.config.set(scheduler="threads"):
         scaler = ddr.StandardScaler().fit(X)
         pca = ddr.PCA(n_components=5).fit(scaler.transform(X))
         nb = ddr.GaussianNB().fit(X, y)
-        expected = {
-            "first.zarr": (pca.transform(scaler.transform(X)).values, nb.predict(X).values),
-            "second.zarr": (pca.transform(scaler.transform(X2)).values, nb.predict(X2).values),
-        }
-    for name, (scores, labels) in expected.items():
-        with open_zarr(f"applied-output/{name}") as ds:
-            np.testing.assert_allclose(ds["scores"].values, scores, rtol=1e-10, atol=1e-10)
-            np.testing.assert_array_equal(ds["label"].values, labels)
+        for data in ("demo-new.zarr", "demo.zarr"):
+            X2 = open_input(data, "X")
+            with open_zarr(f"applied-{data}/applied.zarr") as ds:
+                np.testing.assert_allclose(
+                    ds["scores"].values,
+                    pca.transform(scaler.transform(X2)).values,
+                    rtol=1e-10,
+                    atol=1e-10,
+                )
+                np.testing.assert_array_equal(ds["label"].values, nb.predict(X2).values)
 
 
 def test_score_op_and_statistic_readouts(here, tmp_path):

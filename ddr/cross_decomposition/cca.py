@@ -89,6 +89,10 @@ class CCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     same rows; dask inputs are aligned to the row chunks of X.
     """
 
+    @classmethod
+    def _component_name(cls, i: int, output: str = "data") -> str:
+        return f"{'Y' if output == 'y_data' else 'X'} canonical variate {i + 1}"
+
     _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
         "x_weights_": (FEATURE, "component"),
         "x_mean_": (FEATURE,),

@@ -63,6 +63,11 @@ EXACT_MAX_SAMPLES = 10_000
 _METHODS = ("auto", "exact", "nystrom")
 
 
+def _share(eigenvalues: np.ndarray, total: float) -> np.ndarray:
+    """Each eigenvalue's share of the total (the trace of the centred kernel matrix)."""
+    return eigenvalues / total if total > 0 else np.zeros_like(eigenvalues)
+
+
 def _flip_columns(U: np.ndarray) -> np.ndarray:
     """Signs such that each column's largest-magnitude entry is positive (``svd_flip``)."""
     if U.size == 0:
@@ -179,6 +184,10 @@ default="linear"
     eigenvalues_ : ndarray of shape (n_components_,)
         Eigenvalues of the centred kernel matrix (scikit-learn's scale: sums over the n
         training rows), descending.
+    explained_variance_ratio_ : ndarray of shape (n_components_,)
+        Each eigenvalue's share of the total variance in feature space: of the trace of the
+        centred kernel matrix (Nystrom: of the centred scatter of the mapped rows), which
+        counts the components that were not computed too.
     eigenvectors_ : ndarray of shape (n_samples, n_components_)
         Exact only: unit eigenvectors of the centred Gram matrix (scikit-learn's).
     X_fit_ : ndarray of shape (n_samples, n_features)
@@ -212,6 +221,7 @@ default="linear"
     xarray input).
     """
 
+    _component_prefix: ClassVar[str | None] = "KPC"
     _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
         "landmarks_": ("landmark", FEATURE),
         "X_fit_": ("sample", FEATURE),
@@ -360,6 +370,7 @@ default="linear"
         # K - EK - KE + EKE, in place (the kernel centring of the seeds)
         K -= fit_rows[None, :]
         K -= K.mean(axis=1)[:, None]
+        total = float(np.trace(K))  # the sum of all eigenvalues, computed or not
         k = n if self.n_components is None else min(n, self.n_components)
         lam, alphas, smallest = _top_eigenpairs(
             K, k, need_smallest=not spec.known_psd, seed=self.random_state
@@ -380,6 +391,7 @@ default="linear"
         if self.n_components is None:
             alphas, lam = alphas[:, lam > 0], lam[lam > 0]
         self.eigenvalues_ = lam
+        self.explained_variance_ratio_ = _share(lam, total)
         self.eigenvectors_ = np.ascontiguousarray(alphas)
         self.X_fit_ = X
         coef = np.zeros_like(alphas)
@@ -421,6 +433,7 @@ default="linear"
         signs = _flip_columns(coef)
         V, coef = V * signs, coef * signs
         self.eigenvalues_ = lam
+        self.explained_variance_ratio_ = _share(lam, float(np.trace(mom.scatter)))
         self.landmarks_ = fmap.landmarks
         self.components_ = np.ascontiguousarray(V.T)
         self.feature_mean_ = mom.mean

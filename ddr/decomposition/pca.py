@@ -183,6 +183,7 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     Data with missing values (NaN) are refused: use :class:`ddr.PPCA`.
     """
 
+    _component_prefix: ClassVar[str | None] = "PC"
     _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
         "components_": ("component", FEATURE),
         "mean_": (FEATURE,),

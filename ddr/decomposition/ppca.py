@@ -255,6 +255,7 @@ class PPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
     log-likelihood 0; a feature with no observed value makes fit raise ValueError.
     """
 
+    _component_prefix: ClassVar[str | None] = "PC"
     _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
         "components_": ("component", FEATURE),
         "mean_": (FEATURE,),

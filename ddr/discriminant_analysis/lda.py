@@ -85,6 +85,7 @@ class LinearDiscriminantAnalysis(
     depends on round-off, as in scikit-learn: use shrinkage.
     """
 
+    _component_prefix: ClassVar[str | None] = "LD"
     _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
         "means_": ("class", FEATURE),
         "priors_": ("class",),

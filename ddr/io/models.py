@@ -28,7 +28,14 @@ from typing import Any
 import numpy as np
 import zarr
 
-from ddr.io.outputs import STATUS_ATTR, IfExists, _prepare, check_not_input, output_status
+from ddr.io.outputs import (
+    STATUS_ATTR,
+    IfExists,
+    _prepare,
+    check_not_input,
+    mark_complete,
+    output_status,
+)
 from ddr.stats.base import Statistic, statistic_from_dict
 
 __all__ = ["load", "save_model"]
@@ -241,7 +248,7 @@ def save_model(
     group = zarr.open_group(str(p), mode="w-", zarr_format=3)
     group.attrs[STATUS_ATTR] = "incomplete"
     _write_estimator(est, group)
-    group.attrs.update({**(attrs or {}), "ddr:version": ddr.__version__, STATUS_ATTR: "complete"})
+    mark_complete(group, {**(attrs or {}), "ddr:version": ddr.__version__})
 
 
 def load(path: str | os.PathLike) -> Any:

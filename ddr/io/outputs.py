@@ -8,7 +8,15 @@ The protocol, in order:
 3. the driver writes all metadata with ``ddr:status = "incomplete"``;
 4. the workers write chunk-aligned data (every chunk written, empty or not);
 5. the driver checks every chunk exists, then writes provenance, the fingerprint and
-   ``ddr:status = "complete"`` last, in one metadata write.
+   ``ddr:status = "complete"`` last, in one metadata write;
+6. then, and only then, it consolidates the metadata (every array's metadata copied into the
+   group's ``zarr.json``), so ``xr.open_zarr`` opens the output with one read and without
+   a warning.
+
+Consolidated metadata never makes an incomplete output look complete: it is written only
+after the completion marker (and holds the same ``ddr:status``), an output being written
+has none, and replacing an output removes the old one, consolidated metadata included,
+before anything is written.
 
 A crash anywhere before step 5 leaves a store that says it is incomplete; ``ddr inspect``
 and :func:`output_status` report it, and it is replaced only when asked
@@ -21,6 +29,7 @@ import datetime as _dt
 import os
 import shutil
 import sys
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +48,7 @@ __all__ = [
     "IfExists",
     "PendingOutput",
     "check_not_input",
+    "mark_complete",
     "output_status",
     "read_attrs",
     "write_zarr",
@@ -187,8 +197,18 @@ class PendingOutput:
                     f"{arr.nchunks_initialized} of {arr.nchunks} chunks written; it stays "
                     "marked incomplete"
                 )
-        # one metadata write: provenance, fingerprint and the completion marker together
-        group.attrs.update({**self.attrs, STATUS_ATTR: "complete"})
+        mark_complete(group, self.attrs)
+
+
+def mark_complete(group: zarr.Group, attrs: Mapping[str, Any]) -> None:
+    """Write ``attrs`` and the completion marker in one metadata write, then consolidate the
+    metadata (never before: see the module docstring)."""
+    group.attrs.update({**attrs, STATUS_ATTR: "complete"})
+    with warnings.catch_warnings():
+        # zarr says consolidated metadata is not in the v3 specification yet; xarray and
+        # zarr-python read it, and other readers ignore it and read the arrays' own metadata
+        warnings.filterwarnings("ignore", message="Consolidated metadata", category=UserWarning)
+        zarr.consolidate_metadata(group.store, path=group.path or None)
 
 
 def write_zarr(

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ddr.pipeline.plan import (
     FINGERPRINT_ATTR,
     OutputPlan,
@@ -59,6 +61,12 @@ class OutputChecks:
                 refs[f"coord:{cname}"] = ref
         if isinstance(spec, PlotOutput) and spec.labels:
             refs["labels"] = spec.labels
+        if isinstance(spec, PlotOutput) and spec.y_from:
+            refs["y_from"] = spec.y_from
+        if isinstance(spec, PlotOutput) and spec.plot == "kde":
+            data = self._training_data(spec.from_)
+            if data is not None:  # a histogram of it under the density
+                refs["kde:data"] = data
         if_exists = spec.if_exists or default_if_exists
         if self.force:
             if_exists = "overwrite"
@@ -95,12 +103,22 @@ class OutputChecks:
             self._check_output_kinds(out, metas)
             out.streamed = any(m.kind == "array" for m in metas.values())
 
+    def _training_data(self, ref: str) -> str | None:
+        """The X a fit step read (a loaded model's data is not at hand: None)."""
+        head, tail = split_ref(ref)
+        step = self.steps.get(head)
+        if step is None or step.op.family != "fit" or tail not in (None, "model"):
+            return None
+        return step.refs.get("X")
+
     def _output_ref_path(self, index: int, spec: Output, key: str) -> tuple[Any, ...]:
         base = ("outputs", index)
         if key.startswith("coord:"):
             return (*base, "coords", key.removeprefix("coord:"))
-        if key == "labels" and isinstance(spec, PlotOutput):
-            return (*base, "labels")
+        if key in ("labels", "y_from") and isinstance(spec, PlotOutput):
+            return (*base, key)
+        if key == "kde:data" and isinstance(spec, PlotOutput):
+            return (*base, "from")
         if isinstance(spec.from_, dict):
             return (*base, "from", key)
         if isinstance(spec.from_, list):
@@ -250,10 +268,32 @@ class OutputChecks:
                 )
                 return
             width = src.shape[1] if src.shape else None
-            if width is not None and max(spec.components) >= width:
+            if width is not None and spec.components[0] >= width:
                 self.problem(
                     (*base, "components"),
                     f"components {list(spec.components)} but {spec.from_!r} has {width} columns",
+                )
+            ys = metas.get("y_from", src)
+            where = spec.y_from or spec.from_
+            if ys.kind != "array" or (ys.shape is not None and len(ys.shape) != 2):
+                self.problem(
+                    (*base, "y_from"),
+                    f"y_from must be 2-D scores (samples x components); {where!r} is {_a(ys.kind)}",
+                )
+            elif ys.shape is not None and spec.components[1] >= (ys.shape[1] or np.inf):
+                self.problem(
+                    (*base, "components"),
+                    f"components {list(spec.components)} but {where!r} has {ys.shape[1]} columns",
+                )
+            elif (
+                ys.shape
+                and src.shape
+                and None not in (ys.shape[0], src.shape[0])
+                and (ys.shape[0] != src.shape[0])
+            ):
+                self.problem(
+                    (*base, "y_from"),
+                    f"{where!r} has {ys.shape[0]} rows but {spec.from_!r} has {src.shape[0]}",
                 )
         if spec.plot == "confusion":
             if src.kind != "array" or (src.shape is not None and len(src.shape) != 1):
@@ -371,7 +411,7 @@ class OutputChecks:
 
     def _outdated(self, out: OutputPlan) -> str:
         """Why a complete output with another fingerprint is rewritten: what changed."""
-        from ddr.pipeline.changes import describe_changes, lineage, read_provenance
+        from ddr.pipeline.lineage import describe_changes, lineage, read_provenance
 
         planned = lineage(self.steps, self.inputs, list(out.refs.values()))
         changes = describe_changes(read_provenance(out.path, out.kind), planned)

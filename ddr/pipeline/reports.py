@@ -1,14 +1,11 @@
-"""Figures (PNG) and small files (JSON) that pipelines write, atomically and fingerprinted.
+"""Figures (PNG) and small files (JSON) that pipelines write, atomically and fingerprinted,
+and the lazy data that plots of large arrays need (sampled rows, confusion counts).
 
-Plots: ``scree`` (explained variance per component and its cumulative sum), ``scatter``
-(two score columns, evenly sampled rows, coloured by class), ``kde`` (density curves of a
-fitted density model), ``confusion`` (true x predicted counts), ``loglik`` (the EM
-log-likelihood per iteration of PPCA). matplotlib is imported only here, only when a plot
-is drawn, with the non-interactive Agg backend.
-
-Every file is written to a temporary name beside its target and renamed into place, so a
-crash never leaves a half-written file; the output fingerprint is stored inside (a PNG text
-chunk, a JSON key) and is what ``skip-if-complete`` compares.
+The figures themselves are drawn by :mod:`ddr.pipeline.plots`. Every file is written to a
+temporary name beside its target and renamed into place, so a crash never leaves a
+half-written file; the output fingerprint is stored inside (a PNG text chunk, a JSON key)
+and is what ``skip-if-complete`` compares; PNGs also carry the provenance (what changed is
+said when a rerun rewrites them).
 """
 
 from __future__ import annotations
@@ -23,6 +20,7 @@ import numpy as np
 __all__ = [
     "confusion_blocks",
     "merge_confusion",
+    "natural_key",
     "plot",
     "read_fingerprint",
     "sample_rows",
@@ -30,6 +28,7 @@ __all__ = [
 ]
 
 FINGERPRINT_KEY = "ddr:fingerprint"
+PROVENANCE_KEY = "ddr:provenance"
 
 
 # ------------------------------------------------------------------------- files
@@ -85,7 +84,12 @@ def write_json(path: str | os.PathLike, data: dict[str, Any], fingerprint: str |
     os.replace(tmp, p)
 
 
-def _save(fig: Any, path: str | os.PathLike, fingerprint: str | None) -> None:
+def _save(
+    fig: Any,
+    path: str | os.PathLike,
+    fingerprint: str | None,
+    provenance: dict[str, Any] | None = None,
+) -> None:
     import matplotlib.pyplot as plt
 
     import ddr
@@ -95,21 +99,14 @@ def _save(fig: Any, path: str | os.PathLike, fingerprint: str | None) -> None:
     meta = {"Software": f"ddr {ddr.__version__}"}
     if fingerprint is not None:
         meta[FINGERPRINT_KEY] = fingerprint
+    if provenance is not None:
+        meta[PROVENANCE_KEY] = json.dumps(_jsonable(provenance), default=str)
     tmp = _tmp(p)
-    fig.savefig(tmp, format="png", dpi=110, metadata=meta, bbox_inches="tight")
-    plt.close(fig)
+    try:
+        fig.savefig(tmp, format="png", dpi=110, metadata=meta, bbox_inches="tight")
+    finally:
+        plt.close(fig)
     os.replace(tmp, p)
-
-
-def _figure(title: str | None, default: str) -> tuple[Any, Any]:
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    ax.set_title(title or default)
-    return fig, ax
 
 
 # ------------------------------------------------------------- lazy plot data
@@ -173,7 +170,7 @@ def _merge_counts(parts: list[dict[tuple[Any, Any], int]]) -> tuple[list[str], n
     for part in parts:
         for k, v in part.items():
             total[k] = total.get(k, 0) + v
-    labels = sorted({a for a, _ in total} | {b for _, b in total}, key=_natural)
+    labels = sorted({a for a, _ in total} | {b for _, b in total}, key=natural_key)
     pos = {lab: i for i, lab in enumerate(labels)}
     mat = np.zeros((len(labels), len(labels)), dtype=np.int64)
     for (a, b), v in total.items():
@@ -181,7 +178,8 @@ def _merge_counts(parts: list[dict[tuple[Any, Any], int]]) -> tuple[list[str], n
     return labels, mat
 
 
-def _natural(label: str) -> tuple[int, Any]:
+def natural_key(label: str) -> tuple[int, Any]:
+    """Sort key of class labels: numbers in numeric order, then strings."""
     try:
         return (0, float(label))
     except ValueError:
@@ -189,189 +187,37 @@ def _natural(label: str) -> tuple[int, Any]:
 
 
 # ------------------------------------------------------------------------ plots
-def _explained(model: Any) -> tuple[np.ndarray, str]:
-    for attr, label in (
-        ("explained_variance_ratio_", "explained variance ratio"),
-        ("eigenvalues_", "eigenvalue (share of the computed ones)"),
-        ("explained_variance_", "explained variance (share of the computed ones)"),
-    ):
-        value = getattr(model, attr, None)
-        if value is not None:
-            v = np.asarray(value, dtype=np.float64).ravel()
-            if attr != "explained_variance_ratio_":
-                v = v / v.sum() if v.sum() > 0 else v
-            return v, label
-    raise ValueError(
-        f"a scree plot needs a model with explained_variance_ratio_ or eigenvalues_; "
-        f"{type(model).__name__} has neither"
-    )
-
-
-def plot_scree(model: Any, path: str, fingerprint: str | None, title: str | None) -> None:
-    ratio, label = _explained(model)
-    fig, ax = _figure(title, f"Scree plot: {type(model).__name__}")
-    k = np.arange(1, ratio.size + 1)
-    ax.bar(k, ratio, color="#4C72B0", label=label)
-    ax.set_xlabel("component")
-    ax.set_ylabel(label)
-    ax2 = ax.twinx()
-    ax2.plot(k, np.cumsum(ratio), color="#DD8452", marker="o", label="cumulative")
-    ax2.set_ylabel("cumulative")
-    ax2.set_ylim(0, max(1.0, float(np.cumsum(ratio)[-1]) * 1.05))
-    lines = ax.get_legend_handles_labels()
-    lines2 = ax2.get_legend_handles_labels()
-    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc="center right")
-    if ratio.size <= 30:
-        ax.set_xticks(k)
-    _save(fig, path, fingerprint)
-
-
-def plot_scatter(
-    scores: np.ndarray,
-    labels: np.ndarray | None,
-    n_total: int,
-    components: tuple[int, int],
+def plot(
+    kind: str,
     path: str,
     fingerprint: str | None,
     title: str | None,
+    provenance: dict[str, Any] | None = None,
+    **data: Any,
 ) -> None:
-    scores = np.asarray(scores)
-    i, j = components
-    fig, ax = _figure(title, "Scores")
-    if labels is None:
-        ax.scatter(scores[:, i], scores[:, j], s=4, alpha=0.5, color="#4C72B0", linewidths=0)
-    else:
-        labels = np.asarray(labels)
-        for lab in sorted(np.unique(labels).tolist(), key=lambda v: _natural(str(v))):
-            sel = labels == lab
-            ax.scatter(scores[sel, i], scores[sel, j], s=4, alpha=0.6, label=str(lab), linewidths=0)
-        ax.legend(title="class", markerscale=3, fontsize="small")
-    ax.set_xlabel(f"component {i + 1}")
-    ax.set_ylabel(f"component {j + 1}")
-    shown = scores.shape[0]
-    if shown < n_total:
-        ax.annotate(
-            f"{shown} of {n_total} rows (evenly sampled)",
-            (0.01, 0.01),
-            xycoords="axes fraction",
-            fontsize="small",
-            color="0.4",
-        )
-    _save(fig, path, fingerprint)
+    """Draw plot ``kind`` (:mod:`ddr.pipeline.plots`) from computed ``data``; write it to
+    ``path`` with the fingerprint and provenance in PNG text chunks."""
+    from ddr.pipeline import plots
 
-
-def plot_confusion(
-    labels: list[str], counts: np.ndarray, path: str, fingerprint: str | None, title: str | None
-) -> None:
-    fig, ax = _figure(title, "Confusion matrix")
-    im = ax.imshow(counts, cmap="Blues")
-    ax.set_xticks(range(len(labels)), labels)
-    ax.set_yticks(range(len(labels)), labels)
-    ax.set_xlabel("predicted")
-    ax.set_ylabel("true")
-    top = counts.max() if counts.size else 0
-    if len(labels) <= 20:
-        for a in range(len(labels)):
-            for b in range(len(labels)):
-                ax.text(
-                    b,
-                    a,
-                    str(counts[a, b]),
-                    ha="center",
-                    va="center",
-                    fontsize="small",
-                    color="white" if counts[a, b] > top / 2 else "black",
-                )
-    total = counts.sum()
-    acc = np.trace(counts) / total if total else float("nan")
-    ax.annotate(
-        f"accuracy {acc:.3f} on {total} rows",
-        (0.0, -0.18),
-        xycoords="axes fraction",
-        fontsize="small",
-    )
-    fig.colorbar(im, ax=ax)
-    _save(fig, path, fingerprint)
-
-
-def plot_loglik(model: Any, path: str, fingerprint: str | None, title: str | None) -> None:
-    curve = None
-    for attr in ("loglik_curve_", "log_likelihood_curve_", "loglik_", "lower_bound_curve_"):
-        if getattr(model, attr, None) is not None:
-            curve = np.asarray(getattr(model, attr), dtype=np.float64).ravel()
-            break
-    if curve is None:
-        raise ValueError(
-            f"a loglik plot needs a model with a log-likelihood curve (loglik_curve_); "
-            f"{type(model).__name__} has none"
-        )
-    fig, ax = _figure(title, f"EM log-likelihood: {type(model).__name__}")
-    ax.plot(np.arange(1, curve.size + 1), curve, marker="o")
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("log-likelihood")
-    _save(fig, path, fingerprint)
-
-
-def plot_kde(
-    model: Any,
-    path: str,
-    fingerprint: str | None,
-    title: str | None,
-    n_curves: int = 4,
-    n_grid: int = 256,
-) -> None:
-    """Density curves of a fitted density model (``score_samples``): the density itself for
-    1-D data, else slices through the training mean along the first features."""
-    d = int(getattr(model, "n_features_in_", 1))
-    center, scale = _center_scale(model, d)
-    fig, ax = _figure(title, f"Density: {type(model).__name__}")
-    for j in range(min(d, n_curves)):
-        t = np.linspace(center[j] - 4 * scale[j], center[j] + 4 * scale[j], n_grid)
-        grid = np.tile(center, (n_grid, 1))
-        grid[:, j] = t
-        dens = np.exp(np.asarray(model.score_samples(grid), dtype=np.float64))
-        label = "density" if d == 1 else f"feature {j} (others at the mean)"
-        ax.plot(t, dens, label=label)
-    ax.set_xlabel("x" if d == 1 else "value along the feature")
-    ax.set_ylabel("density")
-    if d > 1:
-        ax.legend(fontsize="small")
-    _save(fig, path, fingerprint)
-
-
-def _center_scale(model: Any, d: int) -> tuple[np.ndarray, np.ndarray]:
-    moments = getattr(model, "moments_", None)
-    if moments is not None and hasattr(moments, "mean"):
-        mean = np.asarray(moments.mean, dtype=np.float64)
-        var = np.asarray(moments.variance(0), dtype=np.float64)
-        return mean, np.sqrt(np.where(var > 0, var, 1.0))
-    for attr in ("mean_", "location_", "_center_"):
-        if getattr(model, attr, None) is not None:
-            mean = np.asarray(getattr(model, attr), dtype=np.float64).ravel()
-            return mean, np.ones(d)
-    return np.zeros(d), np.ones(d)
-
-
-def plot(kind: str, path: str, fingerprint: str | None, title: str | None, **data: Any) -> None:
-    """Draw plot ``kind`` from already computed ``data`` and write it to ``path``."""
     if kind == "scree":
-        plot_scree(data["model"], path, fingerprint, title)
+        fig = plots.draw_scree(data["model"], title)
     elif kind == "loglik":
-        plot_loglik(data["model"], path, fingerprint, title)
+        fig = plots.draw_loglik(data["model"], title)
     elif kind == "kde":
-        plot_kde(data["model"], path, fingerprint, title)
+        fig = plots.draw_kde(data["model"], data.get("histogram"), title)
     elif kind == "scatter":
-        plot_scatter(
-            data["scores"],
+        fig = plots.draw_scatter(
+            data["x"],
+            data["y"],
             data.get("labels"),
             data["n_total"],
-            data["components"],
-            path,
-            fingerprint,
+            data.get("xlabel", "column 1"),
+            data.get("ylabel", "column 2"),
             title,
         )
     elif kind == "confusion":
         labels, counts = data["confusion"]
-        plot_confusion(labels, counts, path, fingerprint, title)
+        fig = plots.draw_confusion(labels, counts, data.get("rows", "rows"), title)
     else:  # pragma: no cover - the schema allows only the kinds above
         raise ValueError(f"unknown plot {kind!r}")
+    _save(fig, path, fingerprint, provenance)

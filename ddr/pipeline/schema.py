@@ -207,8 +207,17 @@ class PlotOutput(_OutputBase):
     labels: Ref | None = Field(
         None, description="scatter: colour by these labels; confusion: the true labels."
     )
+    y_from: Ref | None = Field(
+        None,
+        description="scatter: the scores on the vertical axis, when not `from` (CCA's Y "
+        "variates: variates.y_data).",
+    )
     max_points: PositiveInt = Field(5000, description="scatter: rows drawn (evenly sampled).")
-    components: tuple[int, int] = Field((0, 1), description="scatter: the two columns drawn.")
+    components: tuple[int, int] = Field(
+        (0, 1),
+        description="scatter: the column of `from` on the horizontal axis and the column of "
+        "`y_from` (or `from`) on the vertical one.",
+    )
     title: str | None = None
 
 

@@ -245,7 +245,7 @@ class OutputWriter:
         return self._versions
 
     def _provenance(self, out: OutputPlan) -> dict[str, Any]:
-        from ddr.pipeline.changes import lineage
+        from ddr.pipeline.lineage import lineage
 
         made_from = lineage(self.plan.steps, self.plan.inputs, list(out.refs.values()))
         return {
@@ -285,7 +285,9 @@ class OutputWriter:
             elif out.kind == "metrics":
                 self._write_metrics(out)
             elif out.kind == "plot":
-                self._write_plot(out, {})
+                from ddr.pipeline.plot_inputs import model_data
+
+                self._write_plot(out, model_data(out, self.value))
             else:
                 pending, _ = self._zarr_pending(out)
                 self._compute([pending.delayed])
@@ -326,15 +328,13 @@ class OutputWriter:
         prepare_file(out)
         write_json(out.path, data, out.fingerprint)
 
-    def _write_plot(self, out: OutputPlan, computed: dict[str, Any]) -> None:
+    def _write_plot(self, out: OutputPlan, data: dict[str, Any]) -> None:
+        """Draw and write a plot from its data (:mod:`ddr.pipeline.plot_inputs`)."""
         from ddr.pipeline.reports import plot
 
         spec: PlotOutput = out.spec  # type: ignore[assignment]
-        data: dict[str, Any] = dict(computed)
-        if spec.plot in ("scree", "kde", "loglik"):
-            data["model"] = self.value(spec.from_)
         prepare_file(out)
-        plot(spec.plot, out.path, out.fingerprint, spec.title, **data)
+        plot(spec.plot, out.path, out.fingerprint, spec.title, self._provenance(out), **data)
 
     def _zarr_pending(self, out: OutputPlan) -> tuple[Any, Any]:
         """Write the metadata of a Zarr output (``ddr.io.write_zarr(compute=False)``); return
@@ -412,7 +412,7 @@ class OutputWriter:
         """
         import dask.array as da
 
-        from ddr.pipeline.reports import confusion_blocks, merge_confusion, sample_rows
+        from ddr.pipeline.plot_inputs import finish_data, streamed_data
 
         before = self._counts()
         start = time.perf_counter()
@@ -433,19 +433,8 @@ class OutputWriter:
                         targets.extend(tgt for _, tgt in raw)
                     slots.append((out, "zarr", pending))
                 elif out.kind == "plot":
-                    spec: PlotOutput = out.spec  # type: ignore[assignment]
-                    src = data_of(self.value(spec.from_))
-                    labels = data_of(self.value(spec.labels)) if spec.labels else None
-                    if spec.plot == "scatter":
-                        cols = list(spec.components)
-                        lazy = {"scores": sample_rows(src, spec.max_points)[:, cols]}
-                        if labels is not None:
-                            lazy["labels"] = sample_rows(labels, spec.max_points)
-                        meta = {"n_total": int(src.shape[0]), "components": (0, 1)}
-                    else:  # confusion
-                        lazy = {"confusion": confusion_blocks(src, labels)}
-                        meta = {}
-                    slots.append((out, "plot", (list(lazy), meta)))
+                    lazy, known = streamed_data(self.plan, out, self.value)
+                    slots.append((out, "plot", (list(lazy), known)))
                     items.extend(lazy.values())
                 else:  # pragma: no cover - the planner streams only zarr outputs and plots
                     raise RunError(f"cannot stream a {out.kind} output", f"output {out.path}")
@@ -471,12 +460,10 @@ class OutputWriter:
                         pos += 1
                     payload.finalize()
                 else:
-                    names, meta = payload
+                    names, known = payload
                     computed = dict(zip(names, values[pos : pos + len(names)], strict=True))
                     pos += len(names)
-                    if "confusion" in computed:
-                        computed["confusion"] = merge_confusion(computed["confusion"])
-                    self._write_plot(out, {**computed, **meta})
+                    self._write_plot(out, finish_data(computed, known))
             except Exception as exc:
                 raise RunError(f"{type(exc).__name__}: {exc}", f"output {_rel(out.path)}") from exc
         seconds = round(time.perf_counter() - start, 3)

@@ -111,6 +111,7 @@ class _BaseRandomProjection(
 ):
     """Fit from the shape alone, blockwise transform, pseudo-inverse for inverse_transform."""
 
+    _component_prefix: ClassVar[str | None] = "RP"
     _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     def _check_params(self) -> None:

@@ -1,10 +1,13 @@
-"""What an output was made from, and what changed since: the reason a rerun rewrites it.
+"""What an output was made from: what changed since (the reason a rerun rewrites it), and
+whether predictions are on the rows a model was fitted on.
 
 Every output stores its *lineage* in its provenance (``ddr:provenance``): the steps it
-depends on (op, parameters, inputs) and the inputs they read (path, array, shape, dtype,
-fingerprint). When a complete output's fingerprint differs from the plan's, comparing the
-stored lineage with the planned one says why, e.g.
-``pca.with.n_components 10 -> 5`` or ``input X: its metadata changed``.
+depends on (op, parameters, inputs) and the inputs they read (path, array, selection,
+shape, dtype, fingerprint). When a complete output's fingerprint differs from the plan's,
+comparing the stored lineage with the planned one says why, e.g.
+``pca.with.n_components 10 -> 5`` or ``input X: its metadata changed``. Comparing the rows
+a model's training inputs select with the rows its predictions are on says whether a
+confusion matrix shows training or held-out accuracy (:func:`rows_role`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 from ddr.pipeline.schema import split_ref
 
-__all__ = ["describe_changes", "lineage", "read_provenance"]
+__all__ = ["describe_changes", "lineage", "read_provenance", "rows_role"]
 
 
 def lineage(steps: dict[str, Any], inputs: dict[str, Any], refs: list[str]) -> dict[str, Any]:
@@ -45,6 +48,8 @@ def lineage(steps: dict[str, Any], inputs: dict[str, Any], refs: list[str]) -> d
             out_inputs[head] = {
                 "path": inp.path,
                 "array": inp.spec.array,
+                "isel": inp.spec.isel,
+                "sample_dim": inp.sample_dim,
                 "shape": list(inp.meta.shape or ()),
                 "dtype": str(inp.meta.dtype),
                 "fingerprint": inp.fingerprint,
@@ -148,3 +153,78 @@ def _short(value: Any, limit: int = 40) -> str:
 
 def _where(inp: dict[str, Any]) -> str:
     return f"{inp.get('path')}" + (f" [{inp['array']}]" if inp.get("array") else "")
+
+
+# ----------------------------------------------------------- rows used to fit
+def rows_role(
+    steps: dict[str, Any], inputs: dict[str, Any], predictions: str, model_path: str | None
+) -> str:
+    """Which rows predictions are on, for a confusion matrix's title.
+
+    Parameters
+    ----------
+    steps, inputs : dict
+        The plan's steps and inputs.
+    predictions : str
+        Reference to a predict step (``{model: ..., X: ...}``).
+    model_path : str, optional
+        Where a loaded model was saved (its provenance names its training inputs).
+
+    Returns
+    -------
+    str
+        ``"training rows"`` (the rows the model was fitted on), ``"held-out rows (not used
+        to fit)"``, ``"rows partly used to fit"``, or ``"rows"`` when it cannot be told.
+    """
+    head, _ = split_ref(predictions)
+    step = steps.get(head)
+    if step is None or "model" not in step.refs or "X" not in step.refs:
+        return "rows"
+    rows = lineage(steps, inputs, [step.refs["X"]])["inputs"]
+    if model_path is not None:
+        trained = (read_provenance(model_path, "model") or {}).get("inputs") or {}
+    else:
+        trained = lineage(steps, inputs, [step.refs["model"]])["inputs"]
+    if not rows or not trained:
+        return "rows"
+    overlaps = {_overlap(a, b) for a in rows.values() for b in trained.values()}
+    overlaps.discard("disjoint")
+    if not overlaps:
+        return "held-out rows (not used to fit)"
+    if overlaps == {"same"}:
+        return "training rows"
+    if None in overlaps:
+        return "rows"
+    return "rows partly used to fit"
+
+
+def _overlap(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+    """``"same"``, ``"disjoint"``, ``"some"`` rows of two inputs, or None (cannot tell)."""
+    if (a.get("path"), a.get("array")) != (b.get("path"), b.get("array")):
+        return "disjoint"  # another dataset
+    ra, rb = _rows(a), _rows(b)
+    if ra is None or rb is None:
+        return None
+    if ra == rb:
+        return "same"
+    if isinstance(ra, tuple) and isinstance(rb, tuple):
+        return "some" if max(ra[0], rb[0]) < min(ra[1], rb[1]) else "disjoint"
+    if isinstance(ra, tuple):
+        ra, rb = rb, ra  # ra: a set of indices
+    hit = any(i in rb if isinstance(rb, frozenset) else rb[0] <= i < rb[1] for i in ra)
+    return "some" if hit else "disjoint"
+
+
+def _rows(inp: dict[str, Any]) -> tuple[float, float] | frozenset[int] | None:
+    """The sample rows an input selects: ``(start, stop)`` (stop may be inf), a set of
+    indices, or None when negative indices make it depend on the length."""
+    sel = (inp.get("isel") or {}).get(inp.get("sample_dim") or "")
+    if sel is None:
+        return (0, float("inf"))
+    if isinstance(sel, str):
+        start, _, stop = sel.partition(":")
+        lo = int(start) if start.strip() else 0
+        hi = int(stop) if stop.strip() else float("inf")
+        return None if lo < 0 or hi < 0 else (lo, hi)
+    idx = [int(i) for i in sel]
+    return None if any(i < 0 for i in idx) else frozenset(idx)
