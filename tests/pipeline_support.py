@@ -36,7 +36,7 @@ OVERRIDES = {
     "randomized-pca-wide": ["k=8"],
     "classify": ["train_end=2000", "test_start=2000"],
     "cca": ["split=6"],
-    "ppca-missing": ["max_iter=50"],
+    "ppca-missing": ["max_iter=50", "k=4"],
     "kernel-pca-nystrom": ["landmarks=300"],
 }
 

@@ -1,0 +1,278 @@
+"""Every example pipeline, run as its header says, gives numbers that make sense for what it
+claims: variances that match the truth stored with the demo data, held-out accuracy close to
+the training accuracy on a new sample of the same population, canonical correlations that
+are the correlations of the variates written, a noise variance EM recovers from data with
+holes, a Scott bandwidth, one pass where one pass is claimed.
+
+The commands are read from each file's header (``#   ddr ...`` lines) and run through the
+command line in order, with the data made smaller (fewer rows and columns) and the threaded
+scheduler; ``test_pipeline_examples.py`` runs them on distributed clusters.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import warnings
+
+import numpy as np
+import pytest
+import xarray as xr
+from pipeline_support import PIPELINES, example_names
+from typer.testing import CliRunner
+
+import ddr
+from ddr.cli import app
+from ddr.demo import DemoSpec, demo_dataset
+from ddr.io import open_input, read_attrs
+from ddr.pipeline import plan_pipeline
+from ddr.pipeline.lineage import rows_role
+
+#: the demo data the headers make, shrunk: option -> largest value used here
+SHRINK = {"--n-samples": 4000, "--n-features": 30, "--chunk-rows": 500}
+#: wider data for the randomized solver (its passes depend on the width)
+SHRINK_WIDE = {"--n-samples": 2000, "--n-features": 200, "--chunk-rows": 250}
+#: --set values that fit the pipelines to the shrunk data (the header's own --set come after)
+FIT = {
+    "classify": ["train_end=3000", "test_start=3000"],
+    "cca": ["split=15"],
+}
+
+
+def header_commands(name: str) -> list[list[str]]:
+    """The ``ddr ...`` commands of a pipeline file's header comment, in order."""
+    out = []
+    for line in (PIPELINES / f"{name}.yaml").read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        m = re.match(r"#\s+(ddr\s.+)$", line)
+        if m:
+            out.append(shlex.split(m.group(1).split("  #")[0]))
+    return out
+
+
+def shrink(args: list[str], limits: dict[str, int]) -> list[str]:
+    """``ddr demo-data`` arguments with sizes capped by ``limits`` (added where defaulted)."""
+    args = list(args)
+    defaults = {"--n-samples": 100_000, "--n-features": 50}
+    for opt, cap in limits.items():
+        if opt in args:
+            i = args.index(opt) + 1
+            args[i] = str(min(int(args[i]), cap))
+        else:
+            args += [opt, str(min(defaults.get(opt, cap), cap))]
+    return args
+
+
+def run_header(name: str, checks: dict) -> None:
+    runner = CliRunner()
+    for cmd in header_commands(name):
+        assert cmd[0] == "ddr", cmd
+        args = cmd[1:]
+        if args[0] == "demo-data":
+            limits = SHRINK_WIDE if "wide" in args[1] else SHRINK
+            args = [*shrink(args, limits), "--force"]
+        elif args[0] == "run":
+            pipeline = args[1]
+            args = [
+                "run",
+                str(PIPELINES / pipeline.removeprefix("pipelines/")),
+                "--cluster",
+                "threads",
+                "--no-progress",
+                *[a for s in FIT.get(name, []) for a in ("--set", s)],
+                *args[2:],
+            ]
+        elif args[0] == "plan":
+            args = ["plan", str(PIPELINES / args[1].removeprefix("pipelines/")), *args[2:]]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, (cmd, result.output)
+        if args[0] == "run":
+            ran = args[1].rsplit("/", 1)[-1].removesuffix(".yaml")
+            sets = [args[i + 1] for i, a in enumerate(args) if a == "--set"]
+            if ran in checks:
+                checks[ran](sets)
+        if args[0] == "plan":
+            checks.setdefault("plan-output", []).append(result.output)
+
+
+def metrics(path: str) -> dict:
+    return json.loads(open(path).read())
+
+
+def opened(path: str) -> xr.Dataset:
+    """The output as xarray opens it, which must happen without a warning (consolidated)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return xr.open_zarr(path)
+
+
+def truth(data: str) -> dict:
+    with xr.open_zarr(data) as ds:
+        return {
+            "explained_variance": ds["true_explained_variance"].values,
+            "noise_variance": ds.attrs["true_noise_variance"],
+            "spec": DemoSpec(**ds.attrs["ddr:demo"]),
+        }
+
+
+# ------------------------------------------------------------------- checks
+def check_quickstart(sets: list[str]) -> None:
+    m = metrics("quickstart-output/pca-metrics.json")
+    t = truth("demo.zarr")
+    variances = m["pca.explained_variance_"]
+    np.testing.assert_allclose(variances, t["explained_variance"], rtol=0.15)
+    assert m["pca.noise_variance_"] == pytest.approx(t["noise_variance"], rel=0.1)
+    ratio = np.asarray(m["pca.explained_variance_ratio_"])
+    assert np.all(np.diff(ratio) <= 0) and 0.5 < ratio.sum() < 1
+    ds = opened("quickstart-output/scores.zarr")
+    assert ds["scores"].dims == ("sample", "component") and ds["scores"].shape == (4000, 10)
+    np.testing.assert_allclose(ds["scores"].values.var(axis=0, ddof=1), variances, rtol=1e-4)
+
+
+def check_randomized(sets: list[str]) -> None:
+    m = metrics("wide-output/metrics.json")
+    assert m["solver"] == "randomized" and m["passes"] == 4
+    summary = metrics("wide-output/run-summary.json")
+    assert summary["passes"] == {"X": 5.0} and summary["planned_passes"] == {"X": "5"}
+    X = open_input("wide.zarr", "X")
+    exact = ddr.PCA(n_components=20, solver="covariance").fit(X)
+    np.testing.assert_allclose(m["explained_variance_ratio"], exact.explained_variance_ratio_, 1e-3)
+    model = ddr.load("wide-output/pca.model.zarr")
+    t = truth("wide.zarr")
+    np.testing.assert_allclose(model.explained_variance_, t["explained_variance"], rtol=0.25)
+
+
+def check_kernel_pca(sets: list[str]) -> None:
+    model = ddr.load("kernel-pca-output/kpca.model.zarr")
+    lam = model.eigenvalues_
+    share = model.explained_variance_ratio_
+    assert np.all(np.diff(lam) <= 0) and np.all(lam > 0)
+    assert 0 < share.sum() < 1
+    np.testing.assert_allclose(share / share[0], lam / lam[0], rtol=1e-12)
+    # the scores' variances are the eigenvalues / n (the identity kernel PCA is built on)
+    scores = opened("kernel-pca-output/scores.zarr")["scores"].values
+    np.testing.assert_allclose(scores.var(axis=0), lam / scores.shape[0], rtol=1e-6)
+
+
+def check_ppca(sets: list[str]) -> None:
+    m = metrics("ppca-output/metrics.json")
+    t = truth("demo-missing.zarr")
+    assert m["noise_variance"] == pytest.approx(t["noise_variance"], rel=0.15)
+    curve = np.asarray(m["loglik"])
+    assert np.all(np.diff(curve) >= -1e-9 * np.abs(curve[1:]))  # EM never goes down
+    assert m["iterations"] < 200  # converged, not stopped
+    spec = t["spec"]
+    full = demo_dataset(DemoSpec(**{**vars(spec), "missing": 0.0}))["X"].values
+    holes = np.isnan(open_input("demo-missing.zarr", "X").values)
+    imputed = opened("ppca-output/ppca.zarr")["imputed"].values
+    col_mean = np.nanmean(np.where(holes, np.nan, full), axis=0)
+    err = np.sqrt(np.mean((imputed - full)[holes] ** 2))
+    by_mean = np.sqrt(np.mean((np.broadcast_to(col_mean, full.shape) - full)[holes] ** 2))
+    assert err < 0.5 * by_mean, (err, by_mean)
+
+
+def check_classify(sets: list[str]) -> None:
+    """Held-out accuracy estimates the accuracy on new data of the population (QDA's training
+    accuracy would not: with 30 x 30 covariances per class it is optimistic by ~0.15 here)."""
+    plan = plan_pipeline(PIPELINES / "classify.yaml", [*FIT["classify"], *sets], resume=True)
+    assert rows_role(plan.steps, plan.inputs, "nb_pred", None) == "held-out rows (not used to fit)"
+    ds = opened("classify-output/predictions.zarr")
+    spec = truth(plan.pipeline.params["data"])["spec"]
+    fresh = demo_dataset(DemoSpec(**{**vars(spec), "n_samples": 20_000, "sample_seed": 99}))
+    X_new, y_new = fresh["X"].values, fresh["y"].values
+    for name, saved in (("naive_bayes", "gaussian-nb"), ("lda", "lda"), ("qda", "qda")):
+        held_out = float((ds[name] == ds["truth"]).mean())
+        on_new_data = ddr.load(f"classify-output/{saved}.model.zarr").score(X_new, y_new)
+        assert abs(held_out - on_new_data) < 0.05, (name, held_out, on_new_data, sets)
+        assert held_out > 1 / spec.n_classes + 0.1, (name, held_out)
+
+
+def check_kde(sets: list[str]) -> None:
+    m = metrics("kde-output/metrics.json")
+    assert m["bandwidth"] == pytest.approx(4000 ** (-1 / 5), rel=1e-9)  # Scott, 1-D
+    model = ddr.load("kde-output/kde.model.zarr")
+    ds = opened("kde-output/density.zarr")
+    pc1 = ds["pc1"].values.ravel()
+    grid = np.linspace(pc1.min() - 5 * pc1.std(), pc1.max() + 5 * pc1.std(), 4001)
+    mass = np.trapezoid(np.exp(model.score_samples(grid[:, None])), grid)
+    assert mass == pytest.approx(1.0, abs=1e-3)
+    np.testing.assert_allclose(
+        ds["log_density"].values, model.score_samples(ds["pc1"].values), rtol=1e-10
+    )
+
+
+def check_cca(sets: list[str]) -> None:
+    rho = np.asarray(metrics("cca-output/metrics.json")["correlations"])
+    assert np.all(np.diff(rho) <= 1e-12) and np.all((rho >= 0) & (rho <= 1))
+    assert rho[0] > 0.9
+    ds = opened("cca-output/variates.zarr")
+    x, y = ds["x_variates"].values, ds["y_variates"].values
+    for i in range(rho.size):
+        assert np.corrcoef(x[:, i], y[:, i])[0, 1] == pytest.approx(rho[i], abs=1e-6)
+
+
+def check_apply_saved(sets: list[str]) -> None:
+    ds = opened("applied-output/applied.zarr")
+    new_acc = float((ds["label"] == ds["truth"]).mean())
+    nb = ddr.load("models/gaussian-nb.model.zarr")
+    X, y = open_input("demo.zarr", "X").values, open_input("demo.zarr", "y").values
+    train_acc = nb.score(X, y)
+    assert abs(new_acc - train_acc) < 0.06, (new_acc, train_acc)
+    assert new_acc > 1 / 5 + 0.1
+    assert read_attrs("demo-new.zarr")["ddr:demo"]["seed"] == 0  # the same population
+
+
+def check_one_pass(sets: list[str]) -> None:
+    m = metrics("one-pass-output/metrics.json")
+    t = truth("demo.zarr")
+    spec = t["spec"]
+    total = t["explained_variance"].sum() + (spec.n_features - spec.rank) * t["noise_variance"]
+    assert m["total_variance"] == pytest.approx(total, rel=0.1)
+    np.testing.assert_allclose(m["nb_priors"], 1 / spec.n_classes, atol=0.04)
+    summary = metrics("one-pass-output/run-summary.json")
+    assert summary["passes"] == {"X": 1.0, "y": 1.0}
+
+
+CHECKS = {
+    "quickstart": check_quickstart,
+    "randomized-pca-wide": check_randomized,
+    "kernel-pca-nystrom": check_kernel_pca,
+    "ppca-missing": check_ppca,
+    "classify": check_classify,
+    "kde": check_kde,
+    "cca": check_cca,
+    "apply-saved": check_apply_saved,
+    "one-pass-statistics": check_one_pass,
+}
+
+
+def test_every_example_has_a_check_and_a_header():
+    for name in example_names():
+        assert header_commands(name), f"{name}.yaml has no `ddr ...` commands in its header"
+        assert name in CHECKS or name == "fit-once", name  # fit-once: checked by apply-saved
+
+
+@pytest.mark.parametrize("name", sorted(CHECKS))
+def test_example_gives_sensible_numbers(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ran: dict = {}
+
+    def record(check):
+        def wrapped(sets):
+            check(sets)
+            ran[name] = True
+
+        return wrapped
+
+    run_header(name, {name: record(CHECKS[name])})
+    assert ran.get(name), f"the header of {name}.yaml never runs it"
+
+
+def test_one_pass_header_plan_is_true(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    checks: dict = {}
+    run_header("one-pass-statistics", checks)
+    (plan_text,) = checks["plan-output"]
+    assert "passes over inputs: X: 1, y: 1" in plan_text
