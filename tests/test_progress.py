@@ -1,0 +1,205 @@
+"""Feedback on long work: every pass of a multi-pass fit and every EM iteration is a log
+record under ``ddr`` (with a :class:`ddr.progress.Progress`), and the command line shows them
+as a bar on a terminal, as plain lines elsewhere, and in a log file."""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+
+import ddr
+from ddr._log import BarHandler, bar_line, console
+from ddr.progress import PROGRESS_ATTR, Passes, Progress
+
+
+def progress_records(caplog) -> list[tuple[str, Progress]]:
+    return [
+        (r.getMessage(), getattr(r, PROGRESS_ATTR))
+        for r in caplog.records
+        if hasattr(r, PROGRESS_ATTR)
+    ]
+
+
+@pytest.fixture
+def wide(rng):
+    Z = rng.normal(size=(1200, 6)) * np.array([9, 7, 5, 4, 3, 2.5])
+    X = Z @ np.linalg.qr(rng.normal(size=(80, 6)))[0].T + rng.normal(size=(1200, 80))
+    return da.from_array(X, chunks=(200, 80))
+
+
+def test_randomized_pca_reports_every_pass(wide, caplog):
+    caplog.set_level(logging.INFO, logger="ddr")
+    with dask.config.set(scheduler="sync"):
+        pca = ddr.PCA(n_components=4, solver="randomized", n_power_iter=3).fit(wide)
+    records = progress_records(caplog)
+    assert pca.n_passes_ == 4
+    assert records[0][0] == (
+        "PCA (randomized solver): 4 passes over the data (1200 x 80), block width 14"
+    )
+    assert [p.done for _, p in records] == [0, 1, 2, 3, 4]
+    assert all(p.total == 4 and p.unit == "pass" for _, p in records)
+    assert records[-1][1].finished and not any(p.finished for _, p in records[:-1])
+    for i, (message, _) in enumerate(records[1:], start=1):
+        assert re.fullmatch(rf"PCA \(randomized solver\): pass {i} of 4 \(\d+\.\d\d s\)", message)
+    # the estimator's planned passes are the ones it makes
+    assert ddr.PCA(n_components=4, solver="randomized")._fit_passes(1200, 80) == 4
+
+
+def test_randomized_passes_stop_when_the_krylov_space_is_full(rng, caplog):
+    caplog.set_level(logging.INFO, logger="ddr")
+    X = rng.normal(size=(300, 20))
+    pca = ddr.PCA(n_components=3, solver="randomized", n_power_iter=5).fit(X)
+    est = ddr.PCA(n_components=3, solver="randomized", n_power_iter=5)
+    assert pca.n_passes_ == est._fit_passes(300, 20) == 2  # 13 + 7 columns fill R^20
+    assert [p.done for _, p in progress_records(caplog)] == [0, 1, 2]
+
+
+def test_ppca_em_reports_each_iteration_with_its_loglik(rng, caplog):
+    caplog.set_level(logging.INFO, logger="ddr")
+    X = rng.normal(size=(400, 3)) @ rng.normal(size=(3, 8)) + 0.5 * rng.normal(size=(400, 8))
+    X[rng.random(X.shape) < 0.1] = np.nan
+    ppca = ddr.PPCA(n_components=3, max_iter=30, tol=1e-8).fit(X)
+    records = progress_records(caplog)
+    iterations = [(m, p) for m, p in records if p.done > 0 and not p.finished]
+    assert len(iterations) == ppca.n_iter_ and records[-1][1].total is None
+    curve = ppca.loglik_curve_
+    first = iterations[0][0]
+    assert first.startswith("PPCA (EM): iteration 1 (") and f"{curve[0]:.10g}" in first
+    second = iterations[1][0]
+    assert f"log-likelihood {curve[1]:.10g}, change {curve[1] - curve[0]:+.4g}" in second
+    assert records[-1][0].startswith(f"PPCA (EM): converged after {ppca.n_iter_} iterations")
+    assert records[-1][1].finished
+
+
+def test_nystrom_kernel_pca_reports_its_two_passes(rng, caplog):
+    caplog.set_level(logging.INFO, logger="ddr")
+    X = da.from_array(rng.normal(size=(600, 5)), chunks=(150, 5))
+    with dask.config.set(scheduler="sync"):
+        ddr.KernelPCA(n_components=2, method="nystrom", n_landmarks=50).fit(X)
+    messages = [m for m, _ in progress_records(caplog)]
+    assert messages[0].startswith("KernelPCA (Nystrom): 2 passes: 50 landmarks")
+    assert messages[1].startswith("KernelPCA (Nystrom): pass 1 of 2")
+    assert messages[2].startswith("KernelPCA (Nystrom): pass 2 of 2")
+    assert ddr.KernelPCA(method="nystrom", n_landmarks=50)._fit_passes(600, 5) == 2
+    assert ddr.KernelPCA(method="exact")._fit_passes(600, 5) == 1
+
+
+def test_library_code_never_prints(wide, capsys):
+    with dask.config.set(scheduler="sync"):
+        ddr.PCA(n_components=4, solver="randomized").fit(wide)
+        ddr.PPCA(n_components=2, max_iter=5).fit(wide[:, :10])
+    out, err = capsys.readouterr()
+    assert out == "" and err == ""
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def log_passes(total: int) -> None:
+    passes = Passes(logging.getLogger("ddr.test"), "job", total=total)
+    passes.start(f"{total} passes")
+    for _ in range(total):
+        with passes.step():
+            pass
+    logging.getLogger("ddr.test").warning("careful")
+
+
+def test_not_a_terminal_gets_one_plain_line_per_record():
+    stream = io.StringIO()
+    with console(progress=True, stream=stream):
+        log_passes(3)
+    text = stream.getvalue()
+    assert "\r" not in text and "\x1b" not in text
+    lines = text.splitlines()
+    assert lines[0] == "ddr: job: 3 passes"
+    assert [line.split(" (")[0] for line in lines[1:4]] == [
+        f"ddr: job: pass {i} of 3" for i in (1, 2, 3)
+    ]
+    assert lines[4] == "ddr: warning: careful" and len(lines) == 5
+
+
+def test_a_terminal_gets_a_bar_and_the_lines_above_it():
+    stream = FakeTerminal()
+    with console(progress=True, stream=stream) as handlers:
+        assert isinstance(handlers[0], BarHandler)
+        log_passes(3)
+    text = stream.getvalue()
+    assert "\r\x1b[2K" in text  # the bar is redrawn in place
+    assert "job [#######-------------] pass 2 of 3" in text
+    lines, bar = screen(text)
+    # every record is a whole line, printed above the bar
+    assert [line.split(" (")[0] for line in lines] == [
+        "ddr: job: 3 passes",
+        "ddr: job: pass 1 of 3",
+        "ddr: job: pass 2 of 3",
+        "ddr: job: pass 3 of 3",
+        "ddr: warning: careful",
+    ]
+    assert bar == ""  # the finished job leaves no bar behind
+
+
+def screen(text: str) -> tuple[list[str], str]:
+    """What a terminal shows: the finished lines, and what is on the last line."""
+    lines, current = [], ""
+    for token in re.split(r"(\r\x1b\[2K|\n)", text):
+        if token == "\r\x1b[2K":
+            current = ""
+        elif token == "\n":
+            lines.append(current)
+            current = ""
+        else:
+            current += token
+    return lines, current
+
+
+def test_no_progress_on_a_terminal_gives_lines():
+    stream = FakeTerminal()
+    with console(progress=False, stream=stream):
+        log_passes(2)
+    assert "\r" not in stream.getvalue() and "ddr: job: pass 2 of 2" in stream.getvalue()
+
+
+def test_bar_line_shows_the_share_of_the_current_pass():
+    p = Progress("PCA", done=1, total=4)
+    assert bar_line(p, 0.5, 3.21, width=100) == (
+        "PCA [########------------] pass 2 of 4, 50% of its tasks, 3.2 s"
+    )
+    assert bar_line(Progress("EM", 2, None, "iteration"), None, 1.0, width=100) == (
+        "EM [--------------------] iteration 3, 1.0 s"
+    )
+    assert len(bar_line(p, 0.5, 3.2, width=30)) == 30
+
+
+def test_quiet_verbose_and_the_log_file(tmp_path):
+    stream = io.StringIO()
+    log = logging.getLogger("ddr.test")
+    with console(-1, stream=stream, log_file=tmp_path / "run.log"):
+        log_passes(2)
+        log.debug("details")
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            log.error("failed", exc_info=True)
+    assert stream.getvalue() == "ddr: warning: careful\nddr: error: failed\n"  # -q
+    logged = (tmp_path / "run.log").read_text()
+    assert "INFO    ddr.test: job: pass 2 of 2" in logged  # the file has everything
+    assert "DEBUG   ddr.test: details" in logged and "ValueError: boom" in logged
+    assert "\r" not in logged and "\x1b" not in logged
+    stream = io.StringIO()
+    with console(1, stream=stream):  # -v: debug records and tracebacks too
+        log.debug("details")
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            log.error("failed", exc_info=True)
+    assert "ddr: details" in stream.getvalue() and "ValueError: boom" in stream.getvalue()
+    # the handlers are gone afterwards: the ddr logger is as it was
+    assert not logging.getLogger("ddr").handlers
