@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sklearn.naive_bayes import GaussianNB
 from typer.testing import CliRunner
 
 from ddr.cli import app
@@ -106,3 +107,35 @@ def test_cli_demo_data(tmp_path):
     assert res.exit_code == 0
     res = runner.invoke(app, ["demo-data", str(tmp_path / "x.zarr"), "--missing", "2"])
     assert res.exit_code == 2 and "missing must be in [0, 1); got 2.0" in res.output
+
+
+def test_sample_seed_draws_new_rows_of_the_same_population():
+    base = DemoSpec(n_samples=6000, n_features=10, rank=3, n_classes=5, chunk_rows=1000, seed=1)
+    other = DemoSpec(**{**vars(base), "sample_seed": 1})
+    elsewhere = DemoSpec(**{**vars(base), "seed": 11})
+    for key, value in demo_truth(base).items():  # the population is the seed's alone
+        np.testing.assert_array_equal(demo_truth(other)[key], value, strict=True)
+    assert not np.allclose(demo_truth(elsewhere)["mean"], demo_truth(base)["mean"])
+    X, y = (demo_dataset(base)[k].values for k in ("X", "y"))
+    X1, y1 = (demo_dataset(other)[k].values for k in ("X", "y"))
+    X2, y2 = (demo_dataset(elsewhere)[k].values for k in ("X", "y"))
+    assert not np.allclose(X, X1)
+    nb = GaussianNB().fit(X, y)
+    same, train = nb.score(X1, y1), nb.score(X, y)
+    assert abs(same - train) < 0.03 and train > 0.35  # new rows, same accuracy
+    assert nb.score(X2, y2) < 0.27  # another population: chance (0.2), as issue 18 found
+
+
+def test_default_chunks_split_the_rows_for_parallel_reads():
+    assert DemoSpec().chunk_rows == 12_500  # 100 000 rows in 8 chunks
+    assert DemoSpec(n_samples=10).chunk_rows == 2
+    wide = DemoSpec(n_samples=1_000_000, n_features=2000, rank=5, dtype="float64")
+    assert wide.chunk_rows == 64 * 2**20 // (2000 * 8)  # at most 64 MiB a chunk
+    assert DemoSpec(chunk_rows=300).chunk_rows == 300
+
+
+def test_bad_seeds():
+    with pytest.raises(ValueError, match="sample_seed must be >= 0; got -1"):
+        DemoSpec(sample_seed=-1)
+    with pytest.raises(ValueError, match="seed must be >= 0; got -2"):
+        DemoSpec(seed=-2)

@@ -179,3 +179,43 @@ def test_refuses_to_write_into_an_input(tmp_path, arr):
     assert (tmp_path / "notes.txt").read_text() == "precious"
     with pytest.raises(ValueError, match="if_exists must be one of"):
         write_zarr(arr, tmp_path / "x.zarr", if_exists="replace")
+
+
+def _consolidated(path) -> dict | None:
+    import json
+
+    return json.loads((path / "zarr.json").read_text()).get("consolidated_metadata")
+
+
+def test_outputs_open_with_consolidated_metadata_only_once_complete(tmp_path, arr):
+    import warnings
+
+    import dask
+
+    from ddr.io.models import save_model
+
+    out = tmp_path / "out.zarr"
+    data = xr.DataArray(da.from_array(arr, chunks=(25, 4)), dims=("sample", "feature"))
+    pending = write_zarr(data, out, name="x", compute=False)
+    assert _consolidated(out) is None  # being written: nothing says it is whole
+    dask.compute(pending.delayed)
+    assert _consolidated(out) is None and output_status(out) == "incomplete"
+    pending.finalize()
+    meta = _consolidated(out)
+    assert set(meta["metadata"]) == {"x"} and output_status(out) == "complete"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "failed to open with consolidated metadata"
+        with xr.open_zarr(out) as ds:
+            np.testing.assert_array_equal(ds["x"].values, arr)
+            assert ds.attrs[STATUS_ATTR] == "complete"
+    # a crash leaves none, and a rewrite first removes the old one
+    bad = da.from_array(arr, chunks=(25, 4)).map_blocks(_explode, dtype=arr.dtype)
+    with pytest.raises(RuntimeError, match="worker died"):
+        write_zarr(bad, out, if_exists="overwrite")
+    assert _consolidated(out) is None and output_status(out) == "incomplete"
+    # saved models too
+    from ddr.preprocessing.scaler import StandardScaler
+
+    save_model(StandardScaler().fit(arr), tmp_path / "m.zarr")
+    assert _consolidated(tmp_path / "m.zarr") is not None
+    assert output_status(tmp_path / "m.zarr") == "complete"

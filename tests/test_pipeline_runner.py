@@ -238,6 +238,34 @@ run: {summary: summary.json}
     assert output_status(tmp_path / "pred.zarr") == "missing"
 
 
+@pytest.mark.parametrize("batched", [False, True])
+def test_nan_into_pca_gives_the_ppca_hint_naming_the_step(here, tmp_path, batched):
+    """The shared one-pass compute fails in a block; the fit that has advice for it says so
+    (PCA points to PPCA), as the Python API does."""
+    extra = "  mom: {op: moments, inputs: {X: X}}\n" if batched else ""
+    text = f"""
+ddr: 1
+name: nan
+inputs:
+  X: {{path: demo-missing.zarr, array: X}}
+steps:
+{extra}  pca: {{op: PCA.fit, inputs: {{X: X}}, with: {{n_components: 2}}}}
+outputs:
+  - {{kind: model, from: pca, path: pca.model.zarr}}
+"""
+    path = tmp_path / "nan.yaml"
+    path.write_text(text)
+    with pytest.raises(RunError) as info:
+        run(path)
+    message = str(info.value)
+    assert message.startswith("step pca (PCA.fit): ValueError: X contains ")
+    assert message.endswith(
+        "use ddr.PPCA(solver='em'), which fits principal components with NaN treated as missing"
+    )
+    with pytest.raises(ValueError, match=r"use ddr.PPCA\(solver='em'\)"):  # the API's words
+        ddr.PCA(n_components=2).fit(open_input("demo-missing.zarr", "X"))
+
+
 def test_netcdf_input_fit_transform_inverse_and_coords(here, tmp_path):
     X = open_input("demo.zarr", "X").values
     y = open_input("demo.zarr", "y").values
