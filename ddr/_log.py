@@ -204,7 +204,7 @@ def _install_counter(dask_scheduler: Any = None) -> None:
             self.done = 0
 
         def transition(self, key: Any, start: str, finish: str, *args: Any, **kw: Any) -> None:
-            if finish == "waiting":
+            if finish == "waiting" and start != "waiting":  # waiting -> waiting: no new task
                 self.added += 1
             elif start == "processing" and finish in ("memory", "erred"):
                 self.done += 1

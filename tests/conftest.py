@@ -28,7 +28,7 @@ def cluster_client():
             threads_per_worker=1,
             processes=True,
             memory_limit="1GiB",
-            dashboard_address=None,
+            dashboard_address=":0",  # None still tries 8787, which may be taken
         ) as cluster,
         Client(cluster, set_as_default=False) as client,
     ):

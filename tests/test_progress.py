@@ -203,3 +203,32 @@ def test_quiet_verbose_and_the_log_file(tmp_path):
     assert "ddr: details" in stream.getvalue() and "ValueError: boom" in stream.getvalue()
     # the handlers are gone afterwards: the ddr logger is as it was
     assert not logging.getLogger("ddr").handlers
+
+
+def test_a_cluster_counts_its_tasks_for_the_bar(cluster_client):
+    from ddr._log import watch_cluster
+
+    stream = FakeTerminal()
+    with console(progress=True, stream=stream) as handlers:
+        watch_cluster(cluster_client, handlers, own_workers=False)
+        bar = handlers[0]
+        before = bar.tasks()
+        x = da.ones((1000, 10), chunks=(100, 10)).sum(axis=0)
+        cluster_client.compute(x).result()
+        added, done = bar.tasks()
+    # 10 block tasks and the reduction's: each counted once when it waits and once when done
+    assert added - before[0] >= 10 and done - before[1] == added - before[0]
+
+
+def test_workers_keep_quiet_about_a_failed_task_but_not_the_rest():
+    from ddr._log import _not_an_echo
+
+    def record(name, msg, *args):
+        return logging.LogRecord(name, logging.ERROR, __file__, 1, msg, args, None)
+
+    assert not _not_an_echo(record("distributed.worker", "Compute Failed\nKey: %s", "x"))
+    cancelled = "Async instruction for %s ended with CancelledError"
+    assert not _not_an_echo(record("distributed.worker.state_machine", cancelled, "<Task>"))
+    assert _not_an_echo(record("distributed.worker", "Worker is at 85% memory usage"))
+    other = "Async instruction for %s ended with ValueError"
+    assert _not_an_echo(record("distributed.worker.state_machine", other, "<Task>"))
