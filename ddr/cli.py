@@ -251,7 +251,7 @@ def run(
         text = result.format()
         typer.echo(text if not code else text.splitlines()[0])
         if summary_path:
-            typer.echo(f"summary: {_rel(summary_path)}" + (f", log: {_rel(str(log_file))}"))
+            typer.echo(f"summary: {_rel(summary_path)}, log: {_rel(str(log_file))}")
     if code:
         raise typer.Exit(code)
 
