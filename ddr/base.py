@@ -12,16 +12,31 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Any, ClassVar
 
 import dask
 import dask.array as da
 import numpy as np
+from sklearn.base import _fit_context
+from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ddr.stats._input import Rows, align_to_rows, as_rows
 
-__all__ = ["FEATURE", "DDRMixin", "FitPlan", "map_rows"]
+__all__ = [
+    "FEATURE",
+    "DDRMixin",
+    "FitPlan",
+    "InvalidParameterError",
+    "fit_context",
+    "map_rows",
+]
+
+#: scikit-learn's decorator for ``fit``, ``partial_fit`` and ``_fit_plan``: the parameters are
+#: checked against ``_parameter_constraints`` (and :meth:`DDRMixin._check_param_combination`)
+#: before anything else happens.
+fit_context = _fit_context(prefer_skip_nested_validation=True)
 
 #: Placeholder for "the feature dim of the training data" in ``_xarray_dims``.
 FEATURE = "__feature__"
@@ -78,16 +93,67 @@ class FitPlan:
 
 
 class DDRMixin:
-    """Input handling, blockwise output and persistence shared by ddr estimators.
+    """The parameter contract, input handling, blockwise output and persistence shared by
+    ddr estimators.
 
-    Subclasses declare ``_xarray_dims``: for fitted attributes with a feature or class axis,
-    the dims :meth:`as_xarray` gives them (``FEATURE`` stands for the training data's feature
-    dim), e.g. ``{"components_": ("component", FEATURE)}``.
+    What a subclass declares (class attributes and small hooks; the pipeline layer asks
+    these, never a table of class names):
+
+    - ``_parameter_constraints``: scikit-learn's declaration of every constructor parameter
+      (``Interval``, ``StrOptions``, ``"boolean"``, ``"array-like"``, ``None``, ...). It is
+      the one place parameters are described: ``fit`` checks it (``fit_context``), and
+      ``ddr validate``/``plan``, ``ddr schema`` and ``ddr ops`` are generated from it.
+    - :meth:`_check_param_combination`: constraints between parameters, checked with them.
+    - ``_xarray_dims``: for fitted attributes with a feature or class axis, the dims
+      :meth:`as_xarray` gives them (``FEATURE`` stands for the training data's feature dim),
+      e.g. ``{"components_": ("component", FEATURE)}``.
+    - :meth:`_fit_plan` for fits that are one pass of statistics, and
+      :meth:`_output_width`, :meth:`_n_components_limit`, :meth:`_saved_output_width` for
+      what a pipeline can know before reading data.
     """
 
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {}
     _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {}
     #: what the columns of ``transform`` are called in plots: ``"PC"`` gives PC1, PC2, ...
     _component_prefix: ClassVar[str | None] = None
+
+    # ------------------------------------------------------------- parameters
+    def _validate_params(self) -> None:
+        """Check every parameter against ``_parameter_constraints`` (scikit-learn's
+        machinery, ``InvalidParameterError`` naming the parameter), then their combination."""
+        super()._validate_params()  # type: ignore[misc]
+        self._check_param_combination()
+
+    def _check_param_combination(self) -> None:
+        """Constraints between parameters that need no data (none here); raise
+        :class:`InvalidParameterError` naming the parameters."""
+
+    # -------------------------------------------------- what a pipeline can ask
+    @classmethod
+    def _output_width(
+        cls, params: dict[str, Any], n_samples: int | None, n_features: int | None
+    ) -> int | None:
+        """Columns of ``transform``'s output from the parameters (defaults filled in) and
+        the input's shape, or None when only the fit can tell. Default: an int
+        ``n_components``."""
+        nc = params.get("n_components")
+        if isinstance(nc, Integral) and not isinstance(nc, bool):
+            return int(nc)
+        return None
+
+    @classmethod
+    def _n_components_limit(
+        cls, n_samples: int | None, n_features: int | None
+    ) -> tuple[int, str] | None:
+        """The largest ``n_components`` data of this shape allows, with the reason, or None
+        (no limit, or unknown)."""
+        return None
+
+    @classmethod
+    def _saved_output_width(cls, state: dict[str, Any]) -> int | None:
+        """Columns of ``transform``'s output of a saved model, from its stored state."""
+        n = state.get("n_components_")
+        return n if isinstance(n, int) else None
 
     # ---------------------------------------------------------- one-pass fits
     def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan | None:

@@ -28,6 +28,7 @@ import numpy as np
 import xarray as xr
 
 from ddr.io.outputs import IfExists, write_zarr
+from ddr.linalg.signs import component_signs
 
 __all__ = ["DemoSpec", "default_chunk_rows", "demo_truth", "write_demo_data"]
 
@@ -144,8 +145,7 @@ def demo_truth(spec: DemoSpec) -> dict[str, Any]:
     order = np.argsort(evals)[::-1]
     evals, evecs = evals[order], evecs[:, order]
     components = evecs.T @ m["components"]
-    # fixed signs: the largest |loading| of each axis positive (scikit-learn's svd_flip)
-    signs = np.sign(components[np.arange(len(components)), np.abs(components).argmax(axis=1)])
+    signs = component_signs(components, axis=1)  # ddr's convention, as a PCA fit gives
     noise_var = spec.noise**2
     return {
         "mean": m["mu"] + c_bar @ m["components"],

@@ -172,12 +172,16 @@ def test_probabilistic_model_matches_sklearn(rng, whiten, n_components):
     assert got.score(da.from_array(X, chunks=(300, -1))) == pytest.approx(ref.score(X), rel=1e-11)
 
 
-def test_score_needs_noise_when_components_do_not_span(rng):
-    X = spectrum_data(rng, n=5, d=8)
-    pca = PCA().fit(X)  # n_components_ = 5 < 8 features, noise_variance_ = 0
-    assert pca.noise_variance_ == 0.0
-    with pytest.raises(ValueError, match="score_samples needs a non-singular model covariance"):
-        pca.score_samples(X)
+@pytest.mark.parametrize("n_components", [3, 4])
+def test_score_on_rank_deficient_data_is_a_number_like_sklearn(rng, n_components):
+    # issue 15: the discarded eigenvalues round to zero (n < d, or data of rank 3 in 6-D);
+    # scikit-learn returns a (meaningless) number there, and so does ddr (a finite one)
+    for X in (spectrum_data(rng, n=5, d=8), rng.normal(size=(50, 3)) @ rng.normal(size=(3, 6))):
+        pca = PCA(n_components).fit(X)
+        ref = SkPCA(n_components, svd_solver="full").fit(X)
+        np.testing.assert_allclose(pca.noise_variance_, ref.noise_variance_, atol=1e-12)
+        assert np.isfinite(pca.score(X))
+        assert np.all(np.isfinite(pca.score_samples(X)))
 
 
 # ------------------------------------------------------------- numpy / dask / xarray forms

@@ -27,8 +27,10 @@ import numpy as np
 from scipy import linalg
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_array
+from sklearn.utils._param_validation import Interval
 
-from ddr.base import FEATURE, DDRMixin, FitPlan, map_rows
+from ddr.base import FEATURE, DDRMixin, FitPlan, fit_context, map_rows
+from ddr.linalg.signs import component_signs
 from ddr.stats import Moments, lazy
 from ddr.stats._input import Rows, as_rows, is_dask, is_xarray
 
@@ -103,19 +105,27 @@ class CCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         self.reg = reg
 
     # ----------------------------------------------------------------- inputs
-    def _check_params(self, dx: int, dy: int) -> int:
-        k = self.n_components
-        if isinstance(k, bool) or not isinstance(k, Integral):
-            raise TypeError(f"CCA: n_components must be an int; got {k!r}")
-        if not 1 <= k <= min(dx, dy):
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "reg": [Interval(Real, 0, 1, closed="both")],
+    }
+
+    @classmethod
+    def _n_components_limit(
+        cls, n_samples: int | None, n_features: int | None
+    ) -> tuple[int, str] | None:
+        if not (n_samples and n_features):
+            return None
+        return min(n_samples, n_features), f"min(n_samples={n_samples}, n_features={n_features})"
+
+    def _check_width(self, dx: int, dy: int) -> int:
+        k = int(self.n_components)
+        if k > min(dx, dy):
             raise ValueError(
                 f"CCA: n_components must be in [1, min(n_features_x, n_features_y)] = [1, "
                 f"{min(dx, dy)}]; got n_components={k}"
             )
-        r = self.reg
-        if isinstance(r, bool) or not isinstance(r, Real) or not 0 <= r <= 1:
-            raise ValueError(f"CCA: reg must be a float in [0, 1]; got reg={r!r}")
-        return int(k)
+        return k
 
     def _y_rows(self, y: Any, rows: Rows, sample_dim: Hashable | None) -> Rows:
         if y is None:
@@ -153,6 +163,7 @@ class CCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         return da.concatenate([X.astype(dtype), Y.astype(dtype)], axis=1).rechunk({1: -1})
 
     # -------------------------------------------------------------------- fit
+    @fit_context
     def fit(self, X: Any, y: Any, *, sample_dim: Hashable | None = None) -> CCA:
         """Fit from one pass of the joint moments of the paired views.
 
@@ -172,12 +183,13 @@ class CCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         value = plan.compute()
         return plan.finish(value)
 
+    @fit_context
     def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan:
         sample_dim = fit_params.get("sample_dim")
         rows = self._rows(X, reset=True, sample_dim=sample_dim)
         yr = self._y_rows(y, rows, sample_dim)
         dx, dy = rows.shape[1], yr.shape[1]
-        k = self._check_params(dx, dy)
+        k = self._check_width(dx, dy)
         if rows.shape[0] < 2:
             raise ValueError(f"CCA needs at least 2 samples; got n_samples={rows.shape[0]}")
         stats = lazy(Moments, self._joint(rows, yr))
@@ -192,9 +204,7 @@ class CCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         Kx, Ky = _inv_sqrt(Cx, "X", r), _inv_sqrt(Cy, "Y", r)
         P, s, Qt = linalg.svd(Kx @ Sxy @ Ky)
         wx, wy = Kx @ P[:, :k], Ky @ Qt[:k].T
-        idx = np.argmax(np.abs(wx), axis=0)
-        signs = np.sign(wx[idx, np.arange(k)])
-        signs[signs == 0] = 1.0
+        signs = component_signs(wx, axis=0)  # y follows x: correlations stay positive
         wx, wy = wx * signs, wy * signs
         cov = np.einsum("ik,ij,jk->k", wx, Sxy, wy)
         vx = np.einsum("ik,ij,jk->k", wx, Sxx, wx)

@@ -20,6 +20,7 @@ import numpy as np
 import scipy.linalg
 
 from ddr.linalg.randomized import randomized_scatter_eigh
+from ddr.linalg.signs import component_signs
 from ddr.stats import Moments
 from ddr.stats._input import Rows
 
@@ -59,14 +60,9 @@ class Spectrum:
 
 
 def svd_flip_rows(components: np.ndarray) -> np.ndarray:
-    """Fix signs so the largest-|loading| entry of each row is positive (scikit-learn's
+    """Rows with ddr's sign convention (:func:`ddr.linalg.signs.component_signs`, scikit-learn's
     ``svd_flip(u_based_decision=False)``)."""
-    if components.size == 0:
-        return components
-    idx = np.argmax(np.abs(components), axis=1)
-    signs = np.sign(components[np.arange(components.shape[0]), idx])
-    signs[signs == 0] = 1.0
-    return components * signs[:, None]
+    return components * component_signs(components, axis=1)[:, None]
 
 
 def solve_covariance(moments: Moments, n_top: int | None) -> Spectrum:

@@ -28,17 +28,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Hashable
-from numbers import Integral
+from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import dask
 import numpy as np
 from scipy import linalg
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ddr.base import FEATURE, DDRMixin, map_rows
-from ddr.linalg.kernels import KernelSpec, make_kernel, pairwise_kernel
+from ddr.base import FEATURE, DDRMixin, InvalidParameterError, fit_context, map_rows
+from ddr.linalg.kernels import KERNELS, KernelSpec, make_kernel, pairwise_kernel
 from ddr.linalg.nystrom import (
     LANDMARK_METHODS,
     NystromMap,
@@ -48,6 +49,7 @@ from ddr.linalg.nystrom import (
     kernel_scores,
     select_landmarks,
 )
+from ddr.linalg.signs import component_signs
 from ddr.progress import Passes
 from ddr.stats import compute
 
@@ -66,16 +68,6 @@ _METHODS = ("auto", "exact", "nystrom")
 def _share(eigenvalues: np.ndarray, total: float) -> np.ndarray:
     """Each eigenvalue's share of the total (the trace of the centred kernel matrix)."""
     return eigenvalues / total if total > 0 else np.zeros_like(eigenvalues)
-
-
-def _flip_columns(U: np.ndarray) -> np.ndarray:
-    """Signs such that each column's largest-magnitude entry is positive (``svd_flip``)."""
-    if U.size == 0:
-        return np.ones(U.shape[1])
-    idx = np.argmax(np.abs(U), axis=0)
-    signs = np.sign(U[idx, np.arange(U.shape[1])])
-    signs[signs == 0] = 1.0
-    return signs
 
 
 def _preimage(Z: np.ndarray, packed: tuple) -> np.ndarray:
@@ -256,26 +248,40 @@ default="linear"
         self.landmarks = landmarks
         self.random_state = random_state
 
-    # --------------------------------------------------------------- validation
-    def _check_params(self, n_samples: int) -> str:
-        name = type(self).__name__
-        nc = self.n_components
-        if nc is not None and (isinstance(nc, bool) or not isinstance(nc, Integral) or nc < 1):
-            raise ValueError(f"{name}: n_components must be a positive int or None; got {nc!r}")
-        if self.method not in _METHODS:
-            raise ValueError(f"{name}: method must be one of {_METHODS}; got {self.method!r}")
-        if self.landmarks not in LANDMARK_METHODS:
-            raise ValueError(
-                f"{name}: landmarks must be one of {LANDMARK_METHODS}; got {self.landmarks!r}"
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "kernel": [StrOptions(set(KERNELS)), callable],
+        "gamma": [Interval(Real, 0, None, closed="neither"), None],
+        "degree": [Interval(Real, 0, None, closed="left")],
+        "coef0": [Interval(Real, None, None, closed="neither")],
+        "kernel_params": [dict, None],
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "fit_inverse_transform": ["boolean"],
+        "method": [StrOptions(set(_METHODS))],
+        "n_landmarks": [Interval(Integral, 1, None, closed="left")],
+        "landmarks": [StrOptions(set(LANDMARK_METHODS))],
+        "random_state": [Interval(Integral, 0, None, closed="left")],
+    }
+
+    def _check_param_combination(self) -> None:
+        if self.kernel_params and isinstance(self.kernel, str):
+            raise InvalidParameterError(
+                "The 'kernel_params' parameter of KernelPCA is passed to a callable kernel "
+                f"only; kernel={self.kernel!r} takes gamma/degree/coef0. Got "
+                f"{self.kernel_params!r} instead."
             )
+
+    @classmethod
+    def _n_components_limit(
+        cls, n_samples: int | None, n_features: int | None
+    ) -> tuple[int, str] | None:
+        return (n_samples, f"n_samples={n_samples}") if n_samples else None
+
+    # --------------------------------------------------------------- validation
+    def _method(self, n_samples: int) -> str:
+        """The method used for ``n_samples`` rows (``auto`` resolved), or a ValueError."""
+        name = type(self).__name__
         m = self.n_landmarks
-        if isinstance(m, bool) or not isinstance(m, Integral) or m < 1:
-            raise ValueError(f"{name}: n_landmarks must be a positive int; got {m!r}")
-        if not isinstance(self.alpha, (int, float, np.floating)) or not self.alpha >= 0:
-            raise ValueError(f"{name}: alpha must be a non-negative float; got {self.alpha!r}")
-        rs = self.random_state
-        if isinstance(rs, bool) or not isinstance(rs, Integral):
-            raise TypeError(f"{name}: random_state must be an int seed; got {rs!r}")
         method = self.method
         if method == "auto":
             method = "exact" if n_samples <= min(m, EXACT_MAX_SAMPLES) else "nystrom"
@@ -297,11 +303,12 @@ default="linear"
 
     def _fit_passes(self, n_samples: int, n_features: int) -> int | None:
         try:
-            return 1 if self._check_params(n_samples) == "exact" else 2
+            return 1 if self._method(n_samples) == "exact" else 2
         except (TypeError, ValueError):  # fit says what is wrong
             return None
 
     # ---------------------------------------------------------------------- fit
+    @fit_context
     def fit(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> KernelPCA:
         """Fit kernel PCA to the rows of X.
 
@@ -323,7 +330,7 @@ default="linear"
                 f"{type(self).__name__} needs at least 2 samples (kernel centring leaves "
                 f"nothing of one); got n_samples={n}"
             )
-        method = self._check_params(n)
+        method = self._method(n)
         self._kernel_spec = make_kernel(
             self.kernel,
             gamma=self.gamma,
@@ -385,7 +392,7 @@ default="linear"
         )
         # scikit-learn also zeroes eigenvalues below 1e-12 of the largest
         lam[lam < 1e-12 * lam.max()] = 0.0
-        alphas = alphas * _flip_columns(alphas)
+        alphas = alphas * component_signs(alphas, axis=0)
         order = np.argsort(lam)[::-1]
         lam, alphas = lam[order], alphas[:, order]
         if self.n_components is None:
@@ -430,7 +437,7 @@ default="linear"
                 lam = np.concatenate([lam, np.zeros(extra)])
                 V = np.hstack([V, np.zeros((r, extra))])
         coef = fmap.normalization @ V
-        signs = _flip_columns(coef)
+        signs = component_signs(coef, axis=0)
         V, coef = V * signs, coef * signs
         self.eigenvalues_ = lam
         self.explained_variance_ratio_ = _share(lam, float(np.trace(mom.scatter)))

@@ -21,7 +21,7 @@ out; DataArray in, DataArray out with the sample coordinate and a ``component`` 
 from __future__ import annotations
 
 from collections.abc import Hashable
-from numbers import Integral, Real
+from numbers import Integral
 from typing import Any, ClassVar
 
 import dask
@@ -29,10 +29,11 @@ import numpy as np
 from scipy import linalg
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from ddr.base import FEATURE, DDRMixin, FitPlan, map_rows
+from ddr.base import FEATURE, DDRMixin, FitPlan, fit_context, map_rows
 from ddr.decomposition._pca_solvers import (
     Spectrum,
     solve_covariance,
@@ -192,6 +193,19 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         "singular_values_": ("component",),
     }
 
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "n_components": [
+            Interval(Integral, 1, None, closed="left"),
+            Interval(RealNotInt, 0, 1, closed="neither"),
+            None,
+        ],
+        "solver": [StrOptions(set(_SOLVERS))],
+        "whiten": ["boolean"],
+        "n_oversamples": [Interval(Integral, 0, None, closed="left")],
+        "n_power_iter": [Interval(Integral, 0, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+
     def __init__(
         self,
         n_components: int | float | None = None,
@@ -210,31 +224,13 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         self.random_state = random_state
 
     # ------------------------------------------------------------- parameters
-    def _check_params(self) -> None:
-        k = self.n_components
-        if isinstance(k, str):
-            raise ValueError(
-                f"n_components={k!r} is not supported; expected None, an int >= 1 or a float "
-                "in (0, 1) (a fraction of the explained variance)"
-            )
-        if k is not None and (isinstance(k, bool) or not isinstance(k, Real)):
-            raise TypeError(
-                "n_components must be None, an int or a float in (0, 1); got "
-                f"{type(k).__name__} {k!r}"
-            )
-        if isinstance(k, Real) and not isinstance(k, Integral) and not 0.0 < k < 1.0:
-            raise ValueError(
-                f"n_components={k!r} is a float, meaning a fraction of the explained variance, "
-                "and must be in the open interval (0, 1); give an int for a number of components"
-            )
-        if self.solver not in _SOLVERS:
-            raise ValueError(f"solver must be one of {_SOLVERS}; got {self.solver!r}")
-        for name in ("n_oversamples", "n_power_iter"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, Integral) or v < 0:
-                raise ValueError(f"{name} must be an int >= 0; got {v!r}")
-        if not isinstance(self.whiten, (bool, np.bool_)):
-            raise TypeError(f"whiten must be a bool; got {type(self.whiten).__name__}")
+    @classmethod
+    def _n_components_limit(
+        cls, n_samples: int | None, n_features: int | None
+    ) -> tuple[int, str] | None:
+        if not (n_samples and n_features):
+            return None
+        return min(n_samples, n_features), f"min(n_samples={n_samples}, n_features={n_features})"
 
     def _resolve_solver(self, n_features: int) -> str:
         if self.solver != "auto":
@@ -258,6 +254,7 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             )
 
     # -------------------------------------------------------------------- fit
+    @fit_context
     def fit(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> PCA:
         """Fit the principal components of X.
 
@@ -287,15 +284,14 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         return self._fit_randomized(rows)
 
     def _validated_rows(self, X: Any, sample_dim: Hashable | None) -> Any:
-        self._check_params()
         rows = self._rows(X, reset=True, sample_dim=sample_dim, allow_nan=True)
         if not rows.is_lazy:
             _check_complete(rows.data)
         return rows
 
+    @fit_context
     def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan | None:
         """One pass of Moments for the covariance solver; None (multi-pass) otherwise."""
-        self._check_params()
         if self.solver not in ("auto", "covariance"):
             return None
         rows = self._validated_rows(X, fit_params.get("sample_dim"))
@@ -359,6 +355,7 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         return None
 
     @available_if(_covariance_solver)
+    @fit_context
     def partial_fit(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> PCA:
         """Merge the moments of a batch into the model and solve again (covariance solver).
 
@@ -376,7 +373,6 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         -------
         self
         """
-        self._check_params()
         first = not hasattr(self, "moments_")
         rows = self._rows(X, reset=first, sample_dim=sample_dim, allow_nan=True)
         if not rows.is_lazy:
@@ -427,7 +423,12 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         self.singular_values_ = np.sqrt(ev * (n - 1))
         self.n_components_ = k_
         m = min(n, d)
-        self.noise_variance_ = float(max(total - ev.sum(), 0.0) / (m - k_)) if k_ < m else 0.0
+        if k_ >= m:
+            self.noise_variance_ = 0.0
+        elif spec.variances.shape[0] >= m:  # every eigenvalue known: scikit-learn's mean
+            self.noise_variance_ = float(spec.variances[k_:m].mean())
+        else:  # randomized: the trace minus the leading ones
+            self.noise_variance_ = float(max(total - ev.sum(), 0.0) / (m - k_))
         self.solver_ = solver
         self.n_passes_ = passes
         if moments is not None:
@@ -510,6 +511,11 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         """``e`` with covariance ``components_.T diag(e) components_ + noise I`` (sklearn's)."""
         ev = self.explained_variance_
         noise = float(self.noise_variance_)
+        if self.n_components_ < self.n_features_in_ and ev.size:
+            # rank-deficient data: the discarded eigenvalues are 0 to round-off; a noise at
+            # round-off level keeps the model covariance invertible (scikit-learn's noise is
+            # its SVD's round-off there, so both give a finite, meaningless likelihood)
+            noise = max(noise, np.finfo(np.float64).eps * float(ev.max()))
         e = np.where(ev > noise, ev - noise, 0.0)
         if self.whiten:  # scikit-learn scales the components by sqrt(ev) in this model
             e = e * ev

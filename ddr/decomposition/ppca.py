@@ -33,9 +33,11 @@ import numpy as np
 from scipy import linalg
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ddr.base import FEATURE, DDRMixin, FitPlan, map_rows
+from ddr.base import FEATURE, DDRMixin, FitPlan, fit_context, map_rows
+from ddr.linalg.signs import component_signs
 from ddr.progress import Passes
 from ddr.stats import Moments, compute, lazy
 from ddr.stats._input import is_dask, is_xarray
@@ -149,10 +151,7 @@ def _inverse_block(Z: np.ndarray, W: np.ndarray, mu: np.ndarray) -> np.ndarray:
 def _canonical(W: np.ndarray, s2: float) -> tuple[np.ndarray, np.ndarray]:
     """Orthonormal components (q, d) with fixed signs and the variances ``S^2 + s2``."""
     U, S, _ = linalg.svd(W, full_matrices=False)
-    idx = np.argmax(np.abs(U), axis=0)
-    signs = np.sign(U[idx, np.arange(U.shape[1])])
-    signs[signs == 0] = 1.0
-    return (U * signs).T, S**2 + s2
+    return (U * component_signs(U, axis=0)).T, S**2 + s2
 
 
 def _loglik_from_moments(
@@ -278,8 +277,37 @@ class PPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         self.init = init
         self.random_state = random_state
 
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "solver": [StrOptions(set(_SOLVERS))],
+        "init": [StrOptions(set(_INITS))],
+        "random_state": [Interval(Integral, 0, None, closed="left")],
+    }
+
+    @classmethod
+    def _output_width(
+        cls, params: dict[str, Any], n_samples: int | None, n_features: int | None
+    ) -> int | None:
+        if params.get("n_components") is None:
+            return n_features - 1 if n_features else None
+        return super()._output_width(params, n_samples, n_features)
+
+    @classmethod
+    def _n_components_limit(
+        cls, n_samples: int | None, n_features: int | None
+    ) -> tuple[int, str] | None:
+        if not n_features:
+            return None
+        return (
+            n_features - 1,
+            f"n_features - 1 = {n_features} - 1 (sigma^2 needs a discarded direction)",
+        )
+
     # --------------------------------------------------------------- validation
-    def _check_params(self, n_samples: int, n_features: int) -> int:
+    def _check_shape(self, n_samples: int, n_features: int) -> int:
+        """The latent dimension for data of this shape, or a ValueError."""
         name = type(self).__name__
         if n_features < 2:
             raise ValueError(
@@ -288,30 +316,17 @@ class PPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
             )
         if n_samples < 2:
             raise ValueError(f"{name} needs at least 2 samples; got n_samples={n_samples}")
-        q = n_features - 1 if self.n_components is None else self.n_components
-        if isinstance(q, bool) or not isinstance(q, Integral):
-            raise TypeError(f"{name}: n_components must be an int or None; got {q!r}")
-        if not 1 <= q < n_features:
+        q = n_features - 1 if self.n_components is None else int(self.n_components)
+        if not q < n_features:
             raise ValueError(
                 f"{name}: n_components must satisfy 1 <= n_components < n_features="
                 f"{n_features} (sigma^2 is estimated from the discarded directions); got "
                 f"n_components={q}"
             )
-        if self.solver not in _SOLVERS:
-            raise ValueError(f"{name}: solver must be one of {_SOLVERS}; got {self.solver!r}")
-        if self.init not in _INITS:
-            raise ValueError(f"{name}: init must be one of {_INITS}; got {self.init!r}")
-        mi = self.max_iter
-        if isinstance(mi, bool) or not isinstance(mi, Integral) or mi < 1:
-            raise ValueError(f"{name}: max_iter must be a positive int; got {mi!r}")
-        if isinstance(self.tol, bool) or not isinstance(self.tol, Real) or not self.tol >= 0:
-            raise ValueError(f"{name}: tol must be a non-negative float; got {self.tol!r}")
-        rs = self.random_state
-        if isinstance(rs, bool) or not isinstance(rs, Integral):
-            raise TypeError(f"{name}: random_state must be an int seed; got {rs!r}")
-        return int(q)
+        return q
 
     # ---------------------------------------------------------------------- fit
+    @fit_context
     def fit(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> PPCA:
         """Fit the model to the rows of X (NaN marks missing values with ``solver="em"``).
 
@@ -330,16 +345,17 @@ class PPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         if plan is not None:
             return plan.run()
         rows = self._rows(X, reset=True, sample_dim=sample_dim, allow_nan=True)
-        q = self._check_params(*rows.shape)
+        q = self._check_shape(*rows.shape)
         self._fit_em(rows, q)
         return self
 
+    @fit_context
     def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan | None:
         """The closed-form fit is one pass of Moments; EM is iterative (None)."""
         if self.solver != "closed_form":
             return None
         rows = self._rows(X, reset=True, sample_dim=fit_params.get("sample_dim"), allow_nan=True)
-        q = self._check_params(*rows.shape)
+        q = self._check_shape(*rows.shape)
         if not rows.is_lazy and np.isnan(rows.data).any():
             raise ValueError(self._closed_form_nan_message(int(np.isnan(rows.data).sum())))
         return FitPlan.over(

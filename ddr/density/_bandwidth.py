@@ -1,22 +1,23 @@
 """Bandwidth conventions and rules of thumb for kernel density estimation.
 
-Two conventions (``bandwidth_scaling``):
+Two conventions (``bandwidth_scaling``; by default "none" for a number, "covariance" for a
+rule of thumb or "cv"):
 
-- ``"covariance"`` (default, scipy's ``gaussian_kde``): the kernel is stretched by the data
-  covariance ``Sigma``: ``K_H(u) = |H|^(-1/2) K(|H^(-1/2) u|)`` with ``H = bandwidth^2 Sigma``.
+- ``"covariance"`` (scipy's ``gaussian_kde``): the kernel is stretched by the data covariance
+  ``Sigma``: ``K_H(u) = |H|^(-1/2) K(|H^(-1/2) u|)`` with ``H = bandwidth^2 Sigma``.
   ``bandwidth`` is a dimensionless factor; "scott" is ``n_eff^(-1/(d+4))`` and "silverman"
   ``(n_eff (d+2) / 4)^(-1/(d+4))`` with ``n_eff = (sum w)^2 / sum w^2``. ``Sigma`` is the
   weighted covariance with scipy's ``aweights`` normalisation (``np.cov`` for equal weights).
   For the Gaussian kernel this is exactly ``scipy.stats.gaussian_kde``.
-- ``"none"`` (scikit-learn's ``KernelDensity``): ``K_h(u) = h^-d K(|u| / h)``, ``bandwidth`` in
-  the units of the data; "scott" and "silverman" are the same factors with ``n`` the number of
-  rows, used as absolute bandwidths (scikit-learn's behaviour, sensible for standardised data).
+- ``"none"`` (seed 000, scikit-learn's ``KernelDensity``, R's ``density``):
+  ``K_h(u) = h^-d K(|u| / h)``, ``bandwidth`` in the units of the data; "scott" and
+  "silverman" are the same factors with ``n`` the number of rows, used as absolute bandwidths
+  (scikit-learn's behaviour, sensible for standardised data).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from numbers import Real
 from typing import Any, Self
 
 import numpy as np
@@ -24,33 +25,10 @@ import numpy as np
 from ddr.stats._checks import check_block, check_weights
 from ddr.stats.base import Statistic
 
-__all__ = ["RULES", "SCALINGS", "WeightSums", "check_bandwidth", "rule_factor"]
+__all__ = ["RULES", "SCALINGS", "WeightSums", "rule_factor"]
 
 RULES = ("scott", "silverman", "cv")
 SCALINGS = ("covariance", "none")
-
-
-def check_bandwidth(bandwidth: Any, name: str = "bandwidth") -> Any:
-    """A positive finite float or one of the rule names, else a ValueError/TypeError."""
-    if isinstance(bandwidth, str):
-        if bandwidth not in RULES:
-            raise ValueError(
-                f"{name} must be a positive float or one of {list(RULES)}; got {bandwidth!r}"
-            )
-        return bandwidth
-    if isinstance(bandwidth, bool) or not isinstance(bandwidth, Real):
-        raise TypeError(
-            f"{name} must be a positive float or one of {list(RULES)}; got {bandwidth!r}"
-        )
-    if not np.isfinite(bandwidth) or bandwidth <= 0:
-        raise ValueError(f"{name} must be positive (a float > 0); got {bandwidth!r}")
-    return float(bandwidth)
-
-
-def check_scaling(scaling: Any) -> str:
-    if scaling not in SCALINGS:
-        raise ValueError(f"bandwidth_scaling must be one of {list(SCALINGS)}; got {scaling!r}")
-    return scaling
 
 
 def rule_factor(rule: str, n: float, d: int) -> float:

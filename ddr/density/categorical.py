@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from numbers import Integral, Real
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator, DensityMixin
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from ddr.base import DDRMixin, map_rows
+from ddr.base import DDRMixin, FitPlan, fit_context, map_rows
 from ddr.naive_bayes.categorical import as_category_codes, smoothed_log_probs
-from ddr.stats import CategoricalCounts, compute
+from ddr.stats import CategoricalCounts, lazy
 from ddr.stats._input import is_dask, is_xarray
 
 __all__ = ["CategoricalDensity", "categorical_log_density"]
@@ -57,10 +58,16 @@ class CategoricalDensity(DDRMixin, DensityMixin, BaseEstimator):
     negative or non-integer codes raise a ValueError. ``score`` is the mean log-likelihood.
     """
 
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "min_categories": [None, "array-like", Interval(Integral, 1, None, closed="left")],
+    }
+
     def __init__(self, *, alpha: float = 0.0, min_categories: Any = None) -> None:
         self.alpha = alpha
         self.min_categories = min_categories
 
+    @fit_context
     def fit(
         self,
         X: Any,
@@ -82,33 +89,39 @@ class CategoricalDensity(DDRMixin, DensityMixin, BaseEstimator):
         -------
         self
         """
-        a = self.alpha
-        if isinstance(a, bool) or not isinstance(a, Real) or not np.isfinite(a) or a < 0:
-            raise ValueError(f"alpha must be a finite float >= 0; got {a!r}")
-        rows = self._rows(X, reset=True, sample_dim=sample_dim, dtype="numeric")
+        return self._fit_plan(X, sample_weight=sample_weight, sample_dim=sample_dim).run()
+
+    @fit_context
+    def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan:
+        """The fit as one lazy pass of category counts and the smoothed frequencies."""
+        rows = self._rows(X, reset=True, sample_dim=fit_params.get("sample_dim"), dtype="numeric")
+        mc = None if self.min_categories is None else np.asarray(self.min_categories)
+        if mc is not None and (
+            mc.dtype.kind not in "iu"
+            or mc.ndim > 1
+            or (mc.ndim == 1 and mc.shape[0] != rows.shape[1])
+        ):
+            raise ValueError(
+                "min_categories must be an int or an int array of shape "
+                f"({rows.shape[1]},); got {self.min_categories!r}"
+            )
         data = rows.data
         data = (
             data.map_blocks(as_category_codes, dtype=np.int64)
             if is_dask(data)
             else as_category_codes(data)
         )
-        stat: CategoricalCounts = compute(CategoricalCounts, data, None, sample_weight)
+        stats = lazy(CategoricalCounts, data, None, fit_params.get("sample_weight"))
+        return FitPlan.over(rows, stats, self._finish)
+
+    def _finish(self, stat: CategoricalCounts) -> CategoricalDensity:
+        a = self.alpha
         self.category_counts_ = stat
         seen = stat.n_categories
         if self.min_categories is None:
             n_cat = seen.astype(np.int64)
         else:
-            mc = np.asarray(self.min_categories)
-            if (
-                mc.dtype.kind not in "iu"
-                or mc.ndim > 1
-                or (mc.ndim == 1 and mc.shape != seen.shape)
-            ):
-                raise ValueError(
-                    "min_categories must be an int or an int array of shape "
-                    f"({seen.shape[0]},); got {self.min_categories!r}"
-                )
-            n_cat = np.maximum(seen, mc).astype(np.int64)
+            n_cat = np.maximum(seen, np.asarray(self.min_categories)).astype(np.int64)
         self.n_categories_ = n_cat
         total = stat.counts.sum(axis=(0, 2))[0] if stat.counts.size else 0.0
         if total <= 0:

@@ -9,10 +9,11 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import linalg
 from sklearn.base import BaseEstimator, DensityMixin
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from ddr.base import FEATURE, DDRMixin, map_rows
-from ddr.stats import Moments, compute
+from ddr.base import FEATURE, DDRMixin, FitPlan, fit_context, map_rows
+from ddr.stats import Moments, lazy
 from ddr.stats._input import is_dask, is_xarray
 
 __all__ = ["GaussianDensity", "gaussian_log_density"]
@@ -63,16 +64,16 @@ class GaussianDensity(DDRMixin, DensityMixin, BaseEstimator):
 
     _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {"mean_": (FEATURE,)}
 
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "ddof": [Interval(Real, 0, None, closed="left")],
+        "reg_covar": [Interval(Real, 0, None, closed="left")],
+    }
+
     def __init__(self, *, ddof: float = 0, reg_covar: float = 0.0) -> None:
         self.ddof = ddof
         self.reg_covar = reg_covar
 
-    def _check_params(self) -> None:
-        for name in ("ddof", "reg_covar"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, Real) or not np.isfinite(v) or v < 0:
-                raise ValueError(f"{name} must be a finite float >= 0; got {v!r}")
-
+    @fit_context
     def fit(
         self,
         X: Any,
@@ -94,9 +95,16 @@ class GaussianDensity(DDRMixin, DensityMixin, BaseEstimator):
         -------
         self
         """
-        self._check_params()
-        rows = self._rows(X, reset=True, sample_dim=sample_dim)
-        m: Moments = compute(Moments, rows.data, None, sample_weight)
+        return self._fit_plan(X, sample_weight=sample_weight, sample_dim=sample_dim).run()
+
+    @fit_context
+    def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan:
+        """The fit as one lazy pass of Moments and the Cholesky factorisation."""
+        rows = self._rows(X, reset=True, sample_dim=fit_params.get("sample_dim"))
+        w = fit_params.get("sample_weight")
+        return FitPlan.over(rows, lazy(Moments, rows.data, None, w), self._finish)
+
+    def _finish(self, m: Moments) -> GaussianDensity:
         self.moments_ = m
         if m.count <= 0:
             raise ValueError("sample_weight: the weights are all zero; at least one must be > 0")

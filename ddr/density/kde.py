@@ -4,8 +4,8 @@ and binned (lattice + FFT) for large 1-D and 2-D data."""
 from __future__ import annotations
 
 from collections.abc import Hashable
-from numbers import Integral
-from typing import Any
+from numbers import Integral, Real
+from typing import Any, ClassVar
 
 import dask
 import dask.array as da
@@ -13,16 +13,11 @@ import numpy as np
 from scipy import linalg
 from scipy.special import logsumexp
 from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ddr.base import DDRMixin, map_rows
-from ddr.density._bandwidth import (
-    WeightSums,
-    check_bandwidth,
-    check_scaling,
-    default_cv_grid,
-    rule_factor,
-)
+from ddr.base import DDRMixin, FitPlan, InvalidParameterError, fit_context, map_rows
+from ddr.density._bandwidth import RULES, SCALINGS, WeightSums, default_cv_grid, rule_factor
 from ddr.density._binned import (
     LatticeHistogram,
     binned_log_sums,
@@ -31,15 +26,16 @@ from ddr.density._binned import (
     self_kernel,
 )
 from ddr.density._kernels import (
-    check_kernel,
+    BINNED_KERNELS,
+    KERNELS,
     log_kernel_norm,
     log_kernel_sums,
     sample_kernel,
 )
-from ddr.stats import Moments, compute
+from ddr.stats import Moments, lazy
 from ddr.stats._input import Rows, align_to_rows, is_dask, is_xarray
 
-__all__ = ["KernelDensity", "exact_log_sums_block", "binned_block"]
+__all__ = ["BINNED_KERNELS", "KernelDensity", "binned_block", "exact_log_sums_block"]
 
 #: "auto" bins 1-D and 2-D data with more rows than this
 AUTO_BINNED_ROWS = 50_000
@@ -102,15 +98,19 @@ class KernelDensity(DDRMixin, BaseEstimator):
     Parameters
     ----------
     bandwidth : float or {"scott", "silverman", "cv"}, default="scott"
-        A positive factor, a rule of thumb, or "cv": the candidate in ``cv_bandwidths``
-        (default ``rule * geomspace(1/8, 2, 16)`` with Scott's rule) with the largest
-        leave-one-out log-likelihood. See ``bandwidth_scaling`` for the units.
+        A number is the bandwidth ``h`` in the units of the data (seed 000, scikit-learn, R's
+        ``density``): ``p(x) = 1/(N h^d) sum K(|x - x_n| / h)``. A rule of thumb, or "cv":
+        the candidate in ``cv_bandwidths`` (default ``rule * geomspace(1/8, 2, 16)`` with
+        Scott's rule) with the largest leave-one-out log-likelihood; rules and "cv" are
+        factors of the data covariance unless ``bandwidth_scaling="none"``.
     kernel : str, default="gaussian"
-    bandwidth_scaling : {"covariance", "none"}, default="covariance"
+    bandwidth_scaling : {"covariance", "none"} or None, default=None
         "covariance" (scipy's ``gaussian_kde``): the kernel is shaped by the data covariance,
-        ``H = bandwidth^2 * Sigma``, and the rules use the effective sample size. "none"
-        (scikit-learn's ``KernelDensity``): ``H = bandwidth^2 * I`` in data units, and the
-        rules are scikit-learn's (the same factors used as absolute bandwidths).
+        ``H = bandwidth^2 * Sigma``, ``bandwidth`` a dimensionless factor, and the rules use
+        the effective sample size. "none" (scikit-learn's ``KernelDensity``):
+        ``H = bandwidth^2 * I`` in data units, and the rules are scikit-learn's (the same
+        factors used as absolute bandwidths). None: "none" for a number, "covariance" for a
+        rule or "cv".
     algorithm : {"auto", "exact", "binned"}, default="auto"
         "exact": every query against every training point (log-sum-exp, exact to round-off),
         blockwise over query blocks x training blocks for dask input. "binned": the training
@@ -119,8 +119,10 @@ class KernelDensity(DDRMixin, BaseEstimator):
         the lattice directly). The relative density error is within about
         ``2 d (spacing / h)^2`` in the bulk (``h`` the kernel's smallest axis, spacing at most
         4 x range / n_bins; tested against "exact"), e.g. 0.5% at 20 lattice spacings per
-        bandwidth; log-densities in the tails stay within 1% relative.
-        "auto": binned for 1-D/2-D data with more than 50 000 rows.
+        bandwidth; log-densities in the tails stay within 1% relative. That bound needs a
+        continuous kernel: a tophat's jumps make the error first order, ``~ spacing / h``.
+        "auto": binned for 1-D/2-D data with more than 50 000 rows and a kernel in
+        :data:`BINNED_KERNELS`, exact otherwise.
     n_bins : int, optional
         Lattice points per axis for "binned" (default 4096 in 1-D, 1024 in 2-D).
     cv_bandwidths : array-like, optional
@@ -133,7 +135,9 @@ class KernelDensity(DDRMixin, BaseEstimator):
     Attributes
     ----------
     bandwidth_ : float
-        The bandwidth (factor) used.
+        The bandwidth used (a factor of the covariance for "covariance" scaling).
+    bandwidth_scaling_ : str
+        The scaling used ("covariance" or "none").
     covariance_ : ndarray of shape (n_features, n_features)
         The data covariance (scipy's weighted ddof=1 convention); identity scaling for "none".
     kernel_cholesky_ : ndarray of shape (n_features, n_features)
@@ -161,7 +165,7 @@ class KernelDensity(DDRMixin, BaseEstimator):
         *,
         bandwidth: Any = "scott",
         kernel: str = "gaussian",
-        bandwidth_scaling: str = "covariance",
+        bandwidth_scaling: str | None = None,
         algorithm: str = "auto",
         n_bins: int | None = None,
         cv_bandwidths: Any = None,
@@ -175,36 +179,37 @@ class KernelDensity(DDRMixin, BaseEstimator):
         self.cv_bandwidths = cv_bandwidths
         self.cv_max_samples = cv_max_samples
 
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "bandwidth": [Interval(Real, 0, None, closed="neither"), StrOptions(set(RULES))],
+        "kernel": [StrOptions(set(KERNELS))],
+        "bandwidth_scaling": [StrOptions(set(SCALINGS)), None],
+        "algorithm": [StrOptions({"auto", "exact", "binned"})],
+        "n_bins": [Interval(Integral, 16, None, closed="left"), None],
+        "cv_bandwidths": ["array-like", None],
+        "cv_max_samples": [Interval(Integral, 2, None, closed="left")],
+    }
+
     # --------------------------------------------------------------------- fit
-    def _check_params(self, d: int) -> None:
-        check_bandwidth(self.bandwidth)
-        check_kernel(self.kernel)
-        check_scaling(self.bandwidth_scaling)
-        if self.algorithm not in ("auto", "exact", "binned"):
-            raise ValueError(
-                f"algorithm must be one of ['auto', 'exact', 'binned']; got {self.algorithm!r}"
-            )
-        if self.algorithm == "binned" and d > 2:
-            raise ValueError(
-                f"algorithm='binned' supports 1-D and 2-D data; X has {d} features "
-                "(use algorithm='exact')"
-            )
-        if self.n_bins is not None and (
-            isinstance(self.n_bins, bool) or not isinstance(self.n_bins, Integral)
-            or self.n_bins < 16
-        ):  # fmt: skip
-            raise ValueError(f"n_bins must be an int >= 16; got {self.n_bins!r}")
-        cm = self.cv_max_samples
-        if isinstance(cm, bool) or not isinstance(cm, Integral) or cm < 2:
-            raise ValueError(f"cv_max_samples must be an int >= 2; got {cm!r}")
+    def _check_param_combination(self) -> None:
         if self.cv_bandwidths is not None:
-            cands = np.asarray(self.cv_bandwidths, dtype=np.float64)
-            if cands.ndim != 1 or cands.size == 0 or not np.all(np.isfinite(cands) & (cands > 0)):
-                raise ValueError(
-                    "cv_bandwidths must be a 1-D array of positive floats; got "
-                    f"{self.cv_bandwidths!r}"
+            cands = np.asarray(self.cv_bandwidths)
+            if (
+                cands.ndim != 1
+                or cands.size == 0
+                or cands.dtype.kind not in "iuf"
+                or not np.all(np.isfinite(cands) & (cands > 0))
+            ):
+                raise InvalidParameterError(
+                    "The 'cv_bandwidths' parameter of KernelDensity must be a 1-D array of "
+                    f"positive floats. Got {self.cv_bandwidths!r} instead."
                 )
 
+    def _scaling(self) -> str:
+        if self.bandwidth_scaling is not None:
+            return self.bandwidth_scaling
+        return "covariance" if isinstance(self.bandwidth, str) else "none"
+
+    @fit_context
     def fit(
         self,
         X: Any,
@@ -227,24 +232,43 @@ class KernelDensity(DDRMixin, BaseEstimator):
         -------
         self
         """
+        return self._plan(X, sample_weight, sample_dim).run()
+
+    @fit_context
+    def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan | None:
+        """One pass of moments (and the lattice); None for exact ``bandwidth="cv"``, whose
+        leave-one-out scores read the data again."""
+        plan = self._plan(X, fit_params.get("sample_weight"), fit_params.get("sample_dim"))
+        return None if self.bandwidth == "cv" and self.algorithm_ == "exact" else plan
+
+    def _plan(self, X: Any, sample_weight: Any, sample_dim: Hashable | None) -> FitPlan:
         rows = self._rows(X, reset=True, sample_dim=sample_dim)
         n, d = rows.shape
-        self._check_params(d)
         algorithm = self.algorithm
+        if algorithm == "binned" and d > 2:
+            raise ValueError(
+                f"algorithm='binned' supports 1-D and 2-D data; X has {d} features "
+                "(use algorithm='exact')"
+            )
         if algorithm == "auto":
-            algorithm = "binned" if d <= 2 and n > AUTO_BINNED_ROWS else "exact"
+            binned = d <= 2 and n > AUTO_BINNED_ROWS and self.kernel in BINNED_KERNELS
+            algorithm = "binned" if binned else "exact"
+        self.algorithm_ = algorithm
         specs: list[Any] = [Moments.spec(), WeightSums.spec()]
         if algorithm == "binned":
             specs.append(LatticeHistogram.spec(n_bins=int(self.n_bins or _DEFAULT_BINS[d])))
-        stats = compute(specs, rows.data, None, sample_weight)
+        stats = lazy(specs, rows.data, None, sample_weight)
+        return FitPlan.over(rows, stats, lambda value: self._finish(rows, sample_weight, value))
+
+    def _finish(self, rows: Rows, sample_weight: Any, stats: Any) -> KernelDensity:
+        d = rows.shape[1]
         self.moments_, self.weight_sums_ = stats[0], stats[1]
         if self.weight_sums_.sum_w <= 0:
             raise ValueError("sample_weight: the weights are all zero; at least one must be > 0")
-        self.algorithm_ = algorithm
         for name in ("histogram_", "X_fit_", "sample_weight_fit_"):
             if hasattr(self, name):
                 delattr(self, name)
-        if algorithm == "binned":
+        if self.algorithm_ == "binned":
             self.histogram_ = stats[2]
         else:
             self.X_fit_ = rows.data
@@ -253,6 +277,7 @@ class KernelDensity(DDRMixin, BaseEstimator):
                 if sample_weight is None
                 else align_to_rows(sample_weight, rows, "sample_weight")
             )
+        self.bandwidth_scaling_ = self._scaling()
         self._set_shape(d)
         self._choose_bandwidth(rows)
         return self
@@ -260,7 +285,7 @@ class KernelDensity(DDRMixin, BaseEstimator):
     def _set_shape(self, d: int) -> None:
         m = self.moments_
         ws = self.weight_sums_
-        if self.bandwidth_scaling == "none":
+        if self.bandwidth_scaling_ == "none":
             self.covariance_ = np.eye(d)
             self.kernel_cholesky_ = np.eye(d)
         else:
@@ -292,7 +317,7 @@ class KernelDensity(DDRMixin, BaseEstimator):
     def _rule(self, rule: str) -> float:
         d = self.n_features_in_
         ws = self.weight_sums_
-        n = ws.n_eff if self.bandwidth_scaling == "covariance" else ws.n_rows
+        n = ws.n_eff if self.bandwidth_scaling_ == "covariance" else ws.n_rows
         return rule_factor(rule, n, d)
 
     def _choose_bandwidth(self, rows: Rows) -> None:
@@ -307,7 +332,7 @@ class KernelDensity(DDRMixin, BaseEstimator):
                 cands = np.asarray(self.cv_bandwidths, dtype=np.float64)
             else:
                 ref = self._rule("scott")
-                if self.bandwidth_scaling == "none":
+                if self.bandwidth_scaling_ == "none":
                     ref *= np.sqrt(np.mean(self.moments_.variance(1)))
                 cands = default_cv_grid(ref)
             scores = self._cv_scores(cands)

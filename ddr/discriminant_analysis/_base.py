@@ -8,36 +8,34 @@ from numbers import Real
 from typing import Any
 
 import numpy as np
+from sklearn.utils._param_validation import Interval, StrOptions
 
+from ddr.base import InvalidParameterError, fit_context
 from ddr.discriminant_analysis._ledoit_wolf import (
     ClassFourthMoments,
     ledoit_wolf_covariance,
     shrunk_covariance,
 )
+from ddr.linalg.signs import component_signs
 from ddr.naive_bayes._base import BaseGenerativeClassifier
 from ddr.stats import ClassMoments
 from ddr.stats.base import Statistic, StatSpec
 
-__all__ = ["DiscriminantBase", "check_shrinkage", "flip_columns"]
+__all__ = ["SHARED_CONSTRAINTS", "DiscriminantBase", "flip_columns"]
 
 
 def flip_columns(V: np.ndarray) -> np.ndarray:
-    """Signs fixed so that the largest-magnitude entry of each column is positive."""
-    if V.size == 0:
-        return V
-    idx = np.argmax(np.abs(V), axis=0)
-    signs = np.sign(V[idx, np.arange(V.shape[1])])
-    signs[signs == 0] = 1.0
-    return V * signs
+    """Columns with ddr's sign convention (:func:`ddr.linalg.signs.component_signs`)."""
+    return V * component_signs(V, axis=0)
 
 
-def check_shrinkage(shrinkage: Any) -> None:
-    if shrinkage is None or shrinkage == "auto":
-        return
-    if isinstance(shrinkage, bool) or not isinstance(shrinkage, Real):
-        raise TypeError(f"shrinkage must be None, 'auto' or a float in [0, 1]; got {shrinkage!r}")
-    if not 0 <= shrinkage <= 1:
-        raise ValueError(f"shrinkage must be None, 'auto' or a float in [0, 1]; got {shrinkage!r}")
+#: The constraints QDA and LDA share (scikit-learn's declarations).
+SHARED_CONSTRAINTS: dict[str, list[Any]] = {
+    "shrinkage": [StrOptions({"auto"}), Interval(Real, 0, 1, closed="both"), None],
+    "priors": ["array-like", None],
+    "store_covariance": ["boolean"],
+    "tol": [Interval(Real, 0, None, closed="left")],
+}
 
 
 class DiscriminantBase(BaseGenerativeClassifier):
@@ -46,6 +44,13 @@ class DiscriminantBase(BaseGenerativeClassifier):
     Statistics: :class:`ddr.stats.ClassMoments` (full), plus :class:`ClassFourthMoments`
     in the same pass when ``shrinkage="auto"`` needs the Ledoit-Wolf intensity.
     """
+
+    def _check_param_combination(self) -> None:
+        if self.solver == "svd" and self.shrinkage is not None:
+            raise InvalidParameterError(
+                f"The 'shrinkage' parameter of {type(self).__name__} must be None with "
+                f"solver='svd' (shrinkage needs another solver). Got {self.shrinkage!r} instead."
+            )
 
     def _statistics(self) -> dict[str, StatSpec]:
         specs = {"class_moments_": ClassMoments.spec()}
@@ -64,6 +69,7 @@ class DiscriminantBase(BaseGenerativeClassifier):
         if hasattr(self, "fourth_moments_"):
             del self.fourth_moments_
 
+    @fit_context
     def fit(self, X: Any, y: Any, *, sample_dim: Hashable | None = None) -> DiscriminantBase:
         """Fit in one pass over the rows of ``X``.
 
@@ -80,6 +86,7 @@ class DiscriminantBase(BaseGenerativeClassifier):
         """
         return super().fit(X, y, sample_dim=sample_dim)
 
+    @fit_context
     def partial_fit(
         self, X: Any, y: Any, classes: Any = None, *, sample_dim: Hashable | None = None
     ) -> DiscriminantBase:

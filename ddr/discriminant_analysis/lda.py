@@ -9,18 +9,23 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import linalg
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ddr.base import FEATURE, map_rows
-from ddr.discriminant_analysis._base import DiscriminantBase, check_shrinkage, flip_columns
+from ddr.discriminant_analysis._base import SHARED_CONSTRAINTS, DiscriminantBase, flip_columns
 from ddr.naive_bayes._base import check_priors, class_log_prior
 
 __all__ = ["LinearDiscriminantAnalysis", "lda_scores", "lda_transform"]
 
 
-def lda_scores(X: np.ndarray, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
-    """Per-class linear scores of a block, ``X @ coef.T + intercept``, shape (n_block, k)."""
-    return np.asarray(X, dtype=np.float64) @ coef.T + intercept
+def lda_scores(
+    X: np.ndarray, shift: np.ndarray, coef: np.ndarray, intercept: np.ndarray
+) -> np.ndarray:
+    """Per-class linear scores of a block, ``(X - shift) @ coef.T + intercept``, shape
+    (n_block, k). Centring on the data's mean first keeps the scores exact whatever the
+    offset of the data (``X @ coef.T`` with uncentred means cancels digits)."""
+    return np.subtract(X, shift, dtype=np.float64) @ coef.T + intercept
 
 
 def lda_transform(X: np.ndarray, shift: np.ndarray, scalings: np.ndarray) -> np.ndarray:
@@ -94,6 +99,12 @@ class LinearDiscriminantAnalysis(
         "covariance_": (FEATURE, FEATURE + "_2"),
     }
 
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "solver": [StrOptions({"svd", "lsqr", "eigen"})],
+        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        **SHARED_CONSTRAINTS,
+    }
+
     def __init__(
         self,
         solver: str = "svd",
@@ -110,19 +121,11 @@ class LinearDiscriminantAnalysis(
         self.store_covariance = store_covariance
         self.tol = tol
 
-    def _check_params(self) -> None:
-        if self.solver not in ("svd", "lsqr", "eigen"):
-            raise ValueError(f"solver must be one of 'svd', 'lsqr', 'eigen'; got {self.solver!r}")
-        check_shrinkage(self.shrinkage)
-        if self.solver == "svd" and self.shrinkage is not None:
-            raise ValueError(
-                "shrinkage is not supported with solver='svd'; use solver='lsqr' or 'eigen'"
-            )
-        nc = self.n_components
-        if nc is not None and (isinstance(nc, bool) or not isinstance(nc, Integral) or nc < 1):
-            raise ValueError(f"n_components must be None or an int >= 1; got {nc!r}")
-        if not isinstance(self.tol, (int, float)) or self.tol < 0:
-            raise ValueError(f"tol must be a float >= 0; got {self.tol!r}")
+    @classmethod
+    def _n_components_limit(
+        cls, n_samples: int | None, n_features: int | None
+    ) -> tuple[int, str] | None:
+        return (n_features, f"n_features={n_features}") if n_features else None
 
     def _priors(self) -> np.ndarray:
         return self.priors_
@@ -200,14 +203,24 @@ class LinearDiscriminantAnalysis(
         coef = (self.means_ - self.xbar_) @ self.scalings_
         intercept = -0.5 * np.sum(coef**2, axis=1) + class_log_prior(self.priors_)
         self.coef_ = coef @ self.scalings_.T
+        self._scores_ = (self.xbar_, self.coef_, intercept)
         self.intercept_ = intercept - self.xbar_ @ self.coef_.T
 
     def _solve_covariance(self) -> None:
         self.covariance_ = self._pooled_covariance()
         log_prior = class_log_prior(self.priors_)
+        # scores are formed around the data's mean: (x - c) A (mu_k - c) - (mu_k - c) A
+        # (mu_k - c) / 2 differs from scikit-learn's x A mu_k - mu_k A mu_k / 2 by a term
+        # that is the same for every class (so probabilities and predictions are equal), and
+        # cancels no digits when the data sit on a large offset
+        seen = self.class_count_ > 0
+        c = self.class_count_[seen] @ self.means_[seen] / self.class_count_[seen].sum()
+        centred = self.means_ - c
         if self.solver == "lsqr":
+            coef_c = linalg.lstsq(self.covariance_, centred.T)[0].T
             self.coef_ = linalg.lstsq(self.covariance_, self.means_.T)[0].T
             self.intercept_ = -0.5 * np.diag(self.means_ @ self.coef_.T) + log_prior
+            self._scores_ = (c, coef_c, -0.5 * np.sum(centred * coef_c, axis=1) + log_prior)
             return
         Sw = self.covariance_
         Sb = self._total_covariance(self.shrinkage) - Sw
@@ -224,15 +237,12 @@ class LinearDiscriminantAnalysis(
         self.scalings_ = flip_columns(evecs[:, np.argsort(evals)[::-1]])
         self.coef_ = (self.means_ @ self.scalings_) @ self.scalings_.T
         self.intercept_ = -0.5 * np.diag(self.means_ @ self.coef_.T) + log_prior
+        coef_c = (centred @ self.scalings_) @ self.scalings_.T
+        self._scores_ = (c, coef_c, -0.5 * np.sum(centred * coef_c, axis=1) + log_prior)
 
     # ------------------------------------------------------------------- predict
     def _jll(self) -> tuple[Any, tuple]:
-        coef, intercept = self.coef_, self.intercept_
-        if coef.shape[0] == 1 and len(self.classes_) == 2:
-            # scores (0, w.x + b): softmax of them is scikit-learn's expit for two classes
-            coef = np.vstack([np.zeros_like(coef), coef])
-            intercept = np.concatenate([[0.0], intercept])
-        return lda_scores, (coef, intercept)
+        return lda_scores, self._scores_
 
     def decision_function(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
         """``X @ coef_.T + intercept_``; shape (n_samples,) for two classes.
@@ -241,14 +251,17 @@ class LinearDiscriminantAnalysis(
         -------
         ndarray, dask array or DataArray
         """
-        if len(getattr(self, "classes_", ())) != 2:
+        check_is_fitted(self)
+        if len(self.classes_) == 2:  # the log-odds: centred scores, exact on offset data
             return super().decision_function(X, sample_dim=sample_dim)
+        # scikit-learn's per-class scores (its coef_ and intercept_; their class-independent
+        # part grows with the data's offset)
         rows = self._predict_rows(X, sample_dim)
-        out = map_rows(
-            rows, lda_scores, n_out=1, dtype=np.float64, new_dim="decision", name="decision",
-            args=(self.coef_, self.intercept_),
+        zero = np.zeros(self.n_features_in_)
+        return map_rows(
+            rows, lda_scores, n_out=len(self.classes_), dtype=np.float64, new_dim="class",
+            new_coords=self.classes_, name="decision", args=(zero, self.coef_, self.intercept_),
         )  # fmt: skip
-        return out.isel(decision=0, drop=True) if hasattr(out, "isel") else out[:, 0]
 
     def transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
         """Project onto the Fisher discriminant directions.

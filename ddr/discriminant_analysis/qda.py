@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from numbers import Real
 from typing import Any, ClassVar
 
 import numpy as np
 from scipy import linalg
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from ddr.base import FEATURE
-from ddr.discriminant_analysis._base import DiscriminantBase, check_shrinkage, flip_columns
+from ddr.discriminant_analysis._base import SHARED_CONSTRAINTS, DiscriminantBase, flip_columns
 from ddr.naive_bayes._base import check_priors, class_log_prior
 
 __all__ = ["QuadraticDiscriminantAnalysis", "qda_jll"]
@@ -87,6 +89,12 @@ class QuadraticDiscriminantAnalysis(DiscriminantBase):
         "class_count_": ("class",),
     }
 
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "solver": [StrOptions({"svd", "eigen"})],
+        "reg_param": [Interval(Real, 0, 1, closed="both")],
+        **SHARED_CONSTRAINTS,
+    }
+
     def __init__(
         self,
         *,
@@ -103,23 +111,6 @@ class QuadraticDiscriminantAnalysis(DiscriminantBase):
         self.reg_param = reg_param
         self.store_covariance = store_covariance
         self.tol = tol
-
-    def _check_params(self) -> None:
-        if self.solver not in ("svd", "eigen"):
-            raise ValueError(f"solver must be 'svd' or 'eigen'; got {self.solver!r}")
-        check_shrinkage(self.shrinkage)
-        if self.solver == "svd" and self.shrinkage is not None:
-            raise ValueError(
-                "shrinkage is not supported with solver='svd'; use solver='eigen' (or reg_param "
-                "with solver='svd')"
-            )
-        r = self.reg_param
-        if isinstance(r, bool) or not isinstance(r, (int, float, np.integer, np.floating)):
-            raise TypeError(f"reg_param must be a float in [0, 1]; got {r!r}")
-        if not 0 <= r <= 1:
-            raise ValueError(f"reg_param must be a float in [0, 1]; got {r!r}")
-        if not isinstance(self.tol, (int, float)) or self.tol < 0:
-            raise ValueError(f"tol must be a float >= 0; got {self.tol!r}")
 
     def _priors(self) -> np.ndarray:
         return self.priors_

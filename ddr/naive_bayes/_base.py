@@ -38,7 +38,7 @@ from sklearn.metrics import accuracy_score
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from ddr.base import FEATURE, DDRMixin, FitPlan, map_rows
+from ddr.base import FEATURE, DDRMixin, FitPlan, fit_context, map_rows
 from ddr.stats import compute, lazy
 from ddr.stats._checks import check_labels, label_kind
 from ddr.stats._input import Rows, is_dask, is_xarray
@@ -186,9 +186,6 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC
         """Map the (numpy or dask) rows before statistics and predictions; identity here."""
         return data
 
-    def _check_params(self) -> None:
-        """Validate hyper-parameters before reading data; nothing here."""
-
     # ------------------------------------------------------------------- the pass
     def _validate_y(self, y: Any, rows: Rows) -> Any:
         if y is None:
@@ -208,7 +205,6 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC
         self, X: Any, y: Any, sample_weight: Any, sample_dim: Hashable | None, *, reset: bool
     ) -> dict[str, Statistic]:
         """Validate the input and compute every statistic in one pass over the rows."""
-        self._check_params()
         rows = self._rows(X, reset=reset, sample_dim=sample_dim, dtype=self._fit_dtype)
         y = self._validate_y(y, rows)
         specs = self._statistics()
@@ -223,6 +219,7 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC
         self._update()
 
     # ------------------------------------------------------------------ fit API
+    @fit_context
     def fit(
         self, X: Any, y: Any, sample_weight: Any = None, *, sample_dim: Hashable | None = None
     ) -> BaseGenerativeClassifier:
@@ -244,6 +241,7 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC
         """
         return self._fit_plan(X, y, sample_weight, sample_dim=sample_dim).run()
 
+    @fit_context
     def _fit_plan(
         self,
         X: Any,
@@ -255,7 +253,6 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC
         """The fit as one lazy pass of every statistic and the solve (see :class:`FitPlan`)."""
         self._forget()
         self._choose_algorithm(X)
-        self._check_params()
         rows = self._rows(X, reset=True, sample_dim=sample_dim, dtype=self._fit_dtype)
         y = self._validate_y(y, rows)
         specs = self._statistics()
@@ -285,6 +282,7 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC
         self._store(stats)
         return self
 
+    @fit_context
     def partial_fit(
         self,
         X: Any,

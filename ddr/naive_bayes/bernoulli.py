@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from numbers import Real
 from typing import Any, ClassVar
 
 import numpy as np
+from sklearn.utils._param_validation import Interval
 
 from ddr.naive_bayes._base import (
     FEATURE,
@@ -83,16 +85,17 @@ class BernoulliNB(BaseGenerativeClassifier):
         self.fit_prior = fit_prior
         self.class_prior = class_prior
 
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "alpha": [Interval(Real, 0, None, closed="left"), "array-like"],
+        "force_alpha": ["boolean"],
+        "binarize": [None, Interval(Real, None, None, closed="neither")],
+        "fit_prior": ["boolean"],
+        "class_prior": ["array-like", None],
+    }
+
     @property
     def _defined_without_data(self) -> bool:  # type: ignore[override]
         return bool(np.all(np.asarray(self._alpha_) > 0))
-
-    def _check_params(self) -> None:
-        b = self.binarize
-        if b is not None and (
-            isinstance(b, bool) or not isinstance(b, (int, float, np.integer, np.floating))
-        ):
-            raise TypeError(f"binarize must be a float or None; got {b!r}")
 
     def _transform_input(self, data: Any) -> Any:
         if self.binarize is None:

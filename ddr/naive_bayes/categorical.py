@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from numbers import Integral, Real
+from typing import Any, ClassVar
 
 import numpy as np
+from sklearn.utils._param_validation import Interval
 
 from ddr.naive_bayes._base import (
     BaseGenerativeClassifier,
@@ -137,6 +139,13 @@ class CategoricalNB(BaseGenerativeClassifier):
     """
 
     _fit_dtype = "numeric"
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "force_alpha": ["boolean"],
+        "fit_prior": ["boolean"],
+        "class_prior": ["array-like", None],
+        "min_categories": [None, "array-like", Interval(Integral, 1, None, closed="left")],
+    }
 
     def __init__(
         self,

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from numbers import Real
 from typing import Any, ClassVar
 
 import numpy as np
+from sklearn.utils._param_validation import Interval
 
 from ddr.naive_bayes._base import (
     FEATURE,
@@ -101,16 +103,14 @@ class GaussianNB(BaseGenerativeClassifier):
         "class_count_": ("class",),
     }
 
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "priors": ["array-like", None],
+        "var_smoothing": [Interval(Real, 0, None, closed="left")],
+    }
+
     def __init__(self, *, priors: Any = None, var_smoothing: float = 1e-9) -> None:
         self.priors = priors
         self.var_smoothing = var_smoothing
-
-    def _check_params(self) -> None:
-        vs = self.var_smoothing
-        if not isinstance(vs, (int, float, np.integer, np.floating)) or isinstance(vs, bool):
-            raise TypeError(f"var_smoothing must be a float >= 0; got {type(vs).__name__}")
-        if not np.isfinite(vs) or vs < 0:
-            raise ValueError(f"var_smoothing must be a finite float >= 0; got {vs!r}")
 
     def _statistics(self) -> dict[str, StatSpec]:
         return {"class_moments_": ClassMoments.spec(diagonal=True)}

@@ -10,15 +10,16 @@ convolution, and queries interpolate it (see :mod:`ddr.density._binned`).
 from __future__ import annotations
 
 from collections.abc import Hashable
-from numbers import Integral
+from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import numpy as np
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from ddr.base import FEATURE
-from ddr.density._bandwidth import check_bandwidth, check_scaling, rule_factor
+from ddr.density._bandwidth import SCALINGS, rule_factor
 from ddr.density._binned import RELIABLE, grid_sums
-from ddr.density._kernels import check_kernel, log_kernel_norm, log_kernel_sums
+from ddr.density._kernels import BINNED_KERNELS, KERNELS, log_kernel_norm, log_kernel_sums
 from ddr.naive_bayes._base import BaseGenerativeClassifier, class_log_prior, empirical_or_given
 from ddr.naive_bayes._samples import ClassSamples
 from ddr.stats import ClassMoments, Histogram
@@ -108,12 +109,15 @@ class KernelNB(BaseGenerativeClassifier):
         cosine). With a compact kernel a point outside every class's support on some feature
         has zero likelihood under every class, and its probabilities are undefined (NaN).
     bandwidth : float or {"scott", "silverman"}, default="scott"
-        With ``bandwidth_scaling="covariance"`` a factor times the class standard deviation
-        (ddof=1) of each feature: ``h_cj = factor * std_cj``, the rules giving
-        ``n_c^(-1/5)`` (Scott) and ``(3 n_c / 4)^(-1/5)`` (Silverman), ``n_c`` the class
-        weight (scipy's 1-D convention, no interquartile-range term). With
-        ``bandwidth_scaling="none"`` the same numbers are bandwidths in data units.
-    bandwidth_scaling : {"covariance", "none"}, default="covariance"
+        A number is the bandwidth in data units (every class and feature), unless
+        ``bandwidth_scaling="covariance"``. The rules are factors of the class standard
+        deviation (ddof=1) of each feature: ``h_cj = factor * std_cj``, with ``n_c^(-1/5)``
+        (Scott) and ``(3 n_c / 4)^(-1/5)`` (Silverman), ``n_c`` the class weight (scipy's 1-D
+        convention, no interquartile-range term).
+    bandwidth_scaling : {"covariance", "none"} or None, default=None
+        "covariance": the bandwidth (number or rule) is a factor of ``std_cj``; "none": the
+        bandwidth (number or rule's factor) is in data units. None: "none" for a number,
+        "covariance" for a rule.
     algorithm : {"auto", "exact", "binned"}, default="auto"
         "exact" keeps the training rows (at most ``max_exact_samples``) and sums every kernel;
         "binned" uses a lattice of ``n_bins`` points per feature (spacing at most
@@ -121,7 +125,8 @@ class KernelNB(BaseGenerativeClassifier):
         ``2 (spacing / h)^2`` in the bulk (tested against "exact"; 0.5% at 20 lattice
         spacings per bandwidth), log-densities in the tails stay accurate to 1% relative.
         "auto": exact for ``fit`` on at most 5000 rows, binned otherwise and for
-        ``partial_fit``.
+        ``partial_fit`` (exact always for the tophat kernel, whose binned error is first
+        order; see :data:`ddr.density._kernels.BINNED_KERNELS`).
     n_bins : int, default=2048
     priors : array-like of shape (n_classes,), optional
     var_smoothing : float, default=1e-9
@@ -164,7 +169,7 @@ class KernelNB(BaseGenerativeClassifier):
         *,
         kernel: str = "gaussian",
         bandwidth: Any = "scott",
-        bandwidth_scaling: str = "covariance",
+        bandwidth_scaling: str | None = None,
         algorithm: str = "auto",
         n_bins: int = 2048,
         priors: Any = None,
@@ -180,30 +185,24 @@ class KernelNB(BaseGenerativeClassifier):
         self.var_smoothing = var_smoothing
         self.max_exact_samples = max_exact_samples
 
-    def _check_params(self) -> None:
-        check_kernel(self.kernel)
-        if check_bandwidth(self.bandwidth) == "cv":
-            raise ValueError(
-                "KernelNB supports bandwidth=float, 'scott' or 'silverman'; 'cv' is available "
-                "in ddr.KernelDensity"
-            )
-        check_scaling(self.bandwidth_scaling)
-        if self.algorithm not in ("auto", "exact", "binned"):
-            raise ValueError(
-                f"algorithm must be one of ['auto', 'exact', 'binned']; got {self.algorithm!r}"
-            )
-        for name, low in (("n_bins", 16), ("max_exact_samples", 1)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, Integral) or v < low:
-                raise ValueError(f"{name} must be an int >= {low}; got {v!r}")
-        vs = self.var_smoothing
-        if (
-            isinstance(vs, bool)
-            or not isinstance(vs, (int, float))
-            or not np.isfinite(vs)
-            or vs < 0
-        ):
-            raise ValueError(f"var_smoothing must be a finite float >= 0; got {vs!r}")
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "kernel": [StrOptions(set(KERNELS))],
+        "bandwidth": [
+            Interval(Real, 0, None, closed="neither"),
+            StrOptions({"scott", "silverman"}),
+        ],
+        "bandwidth_scaling": [StrOptions(set(SCALINGS)), None],
+        "algorithm": [StrOptions({"auto", "exact", "binned"})],
+        "n_bins": [Interval(Integral, 16, None, closed="left")],
+        "priors": ["array-like", None],
+        "var_smoothing": [Interval(Real, 0, None, closed="left")],
+        "max_exact_samples": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def _scaling(self) -> str:
+        if self.bandwidth_scaling is not None:
+            return self.bandwidth_scaling
+        return "covariance" if isinstance(self.bandwidth, str) else "none"
 
     # ------------------------------------------------------------- statistics
     def _statistics(self) -> dict[str, StatSpec]:
@@ -245,12 +244,12 @@ class KernelNB(BaseGenerativeClassifier):
         return super().fit(X, y, sample_weight, sample_dim=sample_dim)
 
     def _choose_algorithm(self, X: Any) -> None:
-        self._check_params()
         algorithm = self.algorithm
         if algorithm == "auto":
             shape = getattr(X, "shape", None)
             n = shape[0] if shape is not None and len(shape) else np.asarray(X).shape[0]
-            algorithm = "exact" if n <= AUTO_EXACT_ROWS else "binned"
+            small = n <= AUTO_EXACT_ROWS or self.kernel not in BINNED_KERNELS
+            algorithm = "exact" if small else "binned"
         self.algorithm_ = algorithm
 
     def partial_fit(
@@ -272,8 +271,11 @@ class KernelNB(BaseGenerativeClassifier):
         self
         """
         if not hasattr(self, "classes_"):
-            self._check_params()
-            self.algorithm_ = "exact" if self.algorithm == "exact" else "binned"
+            self._validate_params()
+            exact = self.algorithm == "exact" or (
+                self.algorithm == "auto" and self.kernel not in BINNED_KERNELS
+            )
+            self.algorithm_ = "exact" if exact else "binned"
         return super().partial_fit(X, y, classes, sample_weight, sample_dim=sample_dim)
 
     # ------------------------------------------------------------------ model
@@ -298,7 +300,8 @@ class KernelNB(BaseGenerativeClassifier):
             factor = np.array([rule_factor(self.bandwidth, max(n, 1.0), 1) for n in counts])
         else:
             factor = np.full(k, float(self.bandwidth))
-        h = factor[:, None] * (std if self.bandwidth_scaling == "covariance" else np.ones((k, d)))
+        scale = std if self._scaling() == "covariance" else np.ones((k, d))
+        h = factor[:, None] * scale
         h = np.sqrt(h * h + eps)
         if np.any(h[seen] <= 0):
             raise ValueError(

@@ -17,7 +17,7 @@ import dask
 import numpy as np
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 
-from ddr.base import FEATURE, DDRMixin, FitPlan, map_rows
+from ddr.base import FEATURE, DDRMixin, FitPlan, fit_context, map_rows
 from ddr.stats import Moments, lazy
 
 __all__ = ["StandardScaler"]
@@ -103,17 +103,28 @@ class StandardScaler(DDRMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstim
         "scale_": (FEATURE,),
     }
 
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "with_mean": ["boolean"],
+        "with_std": ["boolean"],
+    }
+
     def __init__(self, *, with_mean: bool = True, with_std: bool = True) -> None:
         self.with_mean = with_mean
         self.with_std = with_std
 
-    def _check_params(self) -> None:
-        for name in ("with_mean", "with_std"):
-            value = getattr(self, name)
-            if not isinstance(value, (bool, np.bool_)):
-                raise TypeError(f"{name} must be a bool; got {type(value).__name__} {value!r}")
+    @classmethod
+    def _output_width(
+        cls, params: dict[str, Any], n_samples: int | None, n_features: int | None
+    ) -> int | None:
+        return n_features
+
+    @classmethod
+    def _saved_output_width(cls, state: dict[str, Any]) -> int | None:
+        n = state.get("n_features_in_")
+        return n if isinstance(n, int) else None
 
     # -------------------------------------------------------------------- fit
+    @fit_context
     def fit(
         self,
         X: Any,
@@ -143,13 +154,14 @@ class StandardScaler(DDRMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstim
         _check_some_weight(value, sample_weight)
         return plan.finish(value)
 
+    @fit_context
     def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan:
         """The fit as one lazy pass of diagonal Moments and the read-out."""
-        self._check_params()
         rows = self._rows(X, reset=True, sample_dim=fit_params.get("sample_dim"), allow_nan=True)
         stats = lazy(_SPEC, rows.data, sample_weight=fit_params.get("sample_weight"))
         return FitPlan.over(rows, stats, self._set)
 
+    @fit_context
     def partial_fit(
         self,
         X: Any,
@@ -162,7 +174,6 @@ class StandardScaler(DDRMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstim
 
         Parameters are those of :meth:`fit`.
         """
-        self._check_params()
         first = not hasattr(self, "moments_")
         rows = self._rows(X, reset=first, sample_dim=sample_dim, allow_nan=True)
         (batch,) = dask.compute(lazy(_SPEC, rows.data, sample_weight=sample_weight))

@@ -22,10 +22,11 @@ from scipy import linalg
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.exceptions import DataDimensionalityWarning
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.random import sample_without_replacement
 
-from ddr.base import FEATURE, DDRMixin, map_rows
+from ddr.base import FEATURE, DDRMixin, fit_context, map_rows
 
 __all__ = ["GaussianRandomProjection", "SparseRandomProjection", "johnson_lindenstrauss_min_dim"]
 
@@ -113,19 +114,25 @@ class _BaseRandomProjection(
 
     _component_prefix: ClassVar[str | None] = "RP"
     _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {}
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "n_components": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "eps": [Interval(Real, 0, None, closed="neither")],
+        "compute_inverse_components": ["boolean"],
+        "random_state": ["random_state"],
+    }
 
-    def _check_params(self) -> None:
-        k = self.n_components
-        if not (k == "auto" or (isinstance(k, Integral) and not isinstance(k, bool) and k >= 1)):
-            raise ValueError(f"n_components must be 'auto' or an int >= 1; got {k!r}")
-        if isinstance(self.eps, bool) or not isinstance(self.eps, Real) or not self.eps > 0:
-            raise ValueError(f"eps must be a float > 0 (in (0, 1) for 'auto'); got {self.eps!r}")
-        if not isinstance(self.compute_inverse_components, (bool, np.bool_)):
-            raise TypeError(
-                "compute_inverse_components must be a bool; got "
-                f"{type(self.compute_inverse_components).__name__}"
-            )
+    @classmethod
+    def _output_width(
+        cls, params: dict[str, Any], n_samples: int | None, n_features: int | None
+    ) -> int | None:
+        if params.get("n_components") == "auto":
+            eps = params.get("eps", 0.1)
+            if not n_samples or not 0 < eps < 1:
+                return None
+            return int(johnson_lindenstrauss_min_dim(n_samples, eps=eps))
+        return super()._output_width(params, n_samples, n_features)
 
+    @fit_context
     def fit(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> Any:
         """Draw the projection matrix; only the shape of X is used (no pass over the data).
 
@@ -140,7 +147,6 @@ class _BaseRandomProjection(
         -------
         self
         """
-        self._check_params()
         rows = self._rows(X, reset=True, sample_dim=sample_dim)
         n_samples, n_features = rows.shape
         if self.n_components == "auto":
@@ -336,6 +342,12 @@ class SparseRandomProjection(_BaseRandomProjection):
     arrays of ``components_`` (``_get_state``/``_set_state``).
     """
 
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        **_BaseRandomProjection._parameter_constraints,
+        "density": [Interval(Real, 0.0, 1.0, closed="right"), StrOptions({"auto"})],
+        "dense_output": ["boolean"],
+    }
+
     def __init__(
         self,
         n_components: int | str = "auto",
@@ -352,14 +364,6 @@ class SparseRandomProjection(_BaseRandomProjection):
         self.dense_output = dense_output
         self.compute_inverse_components = compute_inverse_components
         self.random_state = random_state
-
-    def _check_params(self) -> None:
-        super()._check_params()
-        dens = self.density
-        if dens != "auto" and (
-            isinstance(dens, bool) or not isinstance(dens, Real) or not 0 < dens <= 1
-        ):
-            raise ValueError(f"Expected density in range ]0, 1] or 'auto', got: {dens!r}")
 
     def _make_random_matrix(self, n_components: int, n_features: int) -> Any:
         self.density_ = 1 / np.sqrt(n_features) if self.density == "auto" else float(self.density)
