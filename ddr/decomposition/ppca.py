@@ -300,10 +300,7 @@ class PPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
     ) -> tuple[int, str] | None:
         if not n_features:
             return None
-        return (
-            n_features - 1,
-            f"n_features - 1 = {n_features} - 1 (sigma^2 needs a discarded direction)",
-        )
+        return n_features - 1, "n_features - 1"
 
     # --------------------------------------------------------------- validation
     def _check_shape(self, n_samples: int, n_features: int) -> int:

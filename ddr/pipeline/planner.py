@@ -133,6 +133,7 @@ class _Planner(OutputChecks, Scheduling):
         doc.raise_problems()
         self._decide_steps()
         phases = self._schedule()
+        doc.raise_problems()
         return Plan(
             doc.file,
             doc,
@@ -302,7 +303,7 @@ class _Planner(OutputChecks, Scheduling):
         if primary.kind == "model" and tail.endswith("_"):
             return ValueMeta("attribute", cls=primary.cls)
         if primary.kind == "statistic":
-            names = registry.READOUTS.get(primary.cls.__name__, ())
+            names = primary.cls.readouts
             if tail in names:
                 return ValueMeta("attribute", cls=primary.cls)
             self.problem(
@@ -385,7 +386,7 @@ class _Planner(OutputChecks, Scheduling):
         op, params = step.op, step.spec.with_
         cls = op.cls
         where = ("steps", step.id)
-        limit = registry.width_limit(cls, n, d)
+        limit = cls._n_components_limit(n, d)
         nc = params.get("n_components")
         if limit is not None and isinstance(nc, int) and not isinstance(nc, bool) and nc > limit[0]:
             self.problem(
@@ -393,7 +394,7 @@ class _Planner(OutputChecks, Scheduling):
                 f"n_components={nc} is more than {limit[1]} = {limit[0]} of the data",
             )
             return
-        width = registry.declared_width(cls, params, n, d)
+        width = cls._output_width(registry.full_params(cls, params), n, d)
         model = ValueMeta(
             "model",
             cls=cls,
@@ -483,9 +484,7 @@ class _Planner(OutputChecks, Scheduling):
         state = attrs.get("state", {})
         params = attrs.get("params", {})
         n_in = state.get("n_features_in_")
-        n_out = state.get("n_components_")
-        if n_out is None and cls.__name__ == "StandardScaler":
-            n_out = n_in
+        n_out = cls._saved_output_width(state)
         return ValueMeta(
             "model",
             cls=cls,

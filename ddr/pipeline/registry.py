@@ -15,8 +15,14 @@ change here:
   defaults): one statistic (parameters: the statistic's options);
 - ``load``: a saved model (``with: {path: ...}``).
 
-Parameters (``with:``) are checked against the estimator's constructor before any data is
-read: unknown names, types from its annotations, and the estimator's own parameter checks.
+Parameters (``with:``) are described once, by the class: an estimator's (or statistic's)
+``_parameter_constraints``, scikit-learn's declaration. :func:`check_params` checks ``with:``
+against it before any data is read (unknown and missing names, every value against its
+constraints with scikit-learn's own validation, then the class's
+``_check_param_combination``); ``ddr schema`` and ``ddr ops`` are generated from the same
+declaration. What the planner needs to know of a class is asked of it: read-outs
+(``Statistic.readouts``), output widths (``_output_width``, ``_saved_output_width``) and
+the largest ``n_components`` (``_n_components_limit``).
 """
 
 from __future__ import annotations
@@ -25,7 +31,6 @@ import importlib
 import inspect
 import re
 import threading
-import typing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,9 +38,9 @@ __all__ = [
     "APPLY_METHODS",
     "FIT_METHODS",
     "Op",
+    "Param",
     "Role",
     "check_params",
-    "declared_width",
     "get_op",
     "op_names",
     "ops",
@@ -53,26 +58,6 @@ APPLY_METHODS = (
     "score",
 )
 FIT_METHODS = ("fit", "fit_transform")
-#: read-outs of statistics that ``step.NAME`` may name (zero-argument methods or attributes)
-READOUTS = {
-    "Moments": ("count", "mean", "covariance", "variance", "std", "correlation", "total_variance"),
-    "ClassMoments": (
-        "classes",
-        "counts",
-        "priors",
-        "means",
-        "variances",
-        "covariances",
-        "pooled_covariance",
-        "within_scatter",
-        "between_scatter",
-    ),
-    "CategoricalCounts": ("classes", "counts", "class_counts"),
-    "Histogram": ("classes", "counts", "class_counts", "bin_width"),
-    "PairwiseMoments": ("count", "mean", "covariance"),
-}
-#: classes whose ``n_components`` may not exceed min(n_samples, n_features) (per input)
-_RANK_LIMITED = ("PCA", "PPCA", "CCA")
 
 
 @dataclass(frozen=True)
@@ -83,6 +68,22 @@ class Role:
     required: bool
     kind: str  # "array" or "model"
     ndim: int | None  # 2 (rows x features), 1 (per row) or None (not checked)
+
+
+@dataclass(frozen=True)
+class Param:
+    """A parameter an op's ``with:`` may set.
+
+    ``default`` is ``inspect.Parameter.empty`` for a required parameter; ``constraints`` is
+    the class's declaration (a list of scikit-learn constraints, or ``"no_validation"``).
+    """
+
+    default: Any
+    constraints: Any
+
+    @property
+    def required(self) -> bool:
+        return self.default is inspect.Parameter.empty
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ class Op:
     method : str or None
         The estimator method an apply op calls; ``"fit"`` or ``"fit_transform"`` for fits.
     params : dict
-        Name -> (annotation, default) of what ``with:`` may set.
+        Name -> :class:`Param` of what ``with:`` may set.
     """
 
     name: str
@@ -112,7 +113,7 @@ class Op:
     outputs: dict[str, str]
     cls: type | None = None
     method: str | None = None
-    params: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    params: dict[str, Param] = field(default_factory=dict)
     doc: str = ""
 
     @property
@@ -126,13 +127,6 @@ class Op:
 _LOCK = threading.Lock()
 _OPS: dict[str, Op] | None = None
 _UNAVAILABLE: dict[str, str] = {}
-
-
-def _hints(fn: Any) -> dict[str, Any]:
-    try:
-        return typing.get_type_hints(fn)
-    except Exception:  # unresolvable annotations: no type checks for that callable
-        return {}
 
 
 def _positional(fn: Any) -> list[inspect.Parameter]:
@@ -163,14 +157,17 @@ def _roles(cls: type, method: str, *, with_model: bool) -> tuple[Role, ...]:
     return tuple(roles)
 
 
-def _estimator_params(cls: type) -> dict[str, tuple[Any, Any]]:
-    hints = _hints(cls.__init__)
-    out = {}
-    for p in list(inspect.signature(cls.__init__).parameters.values())[1:]:
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            continue
-        out[p.name] = (hints.get(p.name, Any), p.default)
-    return out
+def _declared(cls: type, signature: list[inspect.Parameter]) -> dict[str, Param]:
+    constraints = getattr(cls, "_parameter_constraints", {})
+    return {
+        p.name: Param(p.default, constraints.get(p.name, "no_validation"))
+        for p in signature
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
+
+
+def _estimator_params(cls: type) -> dict[str, Param]:
+    return _declared(cls, list(inspect.signature(cls.__init__).parameters.values())[1:])
 
 
 def _first_line(obj: Any) -> str:
@@ -231,12 +228,7 @@ def _estimator_ops(name: str, cls: type) -> list[Op]:
 
 def _statistic_op(op_name: str, cls: type) -> Op:
     sig = inspect.signature(cls.from_block)
-    hints = _hints(cls.from_block)
-    params = {
-        p.name: (hints.get(p.name, Any), p.default)
-        for p in sig.parameters.values()
-        if p.kind == p.KEYWORD_ONLY
-    }
+    params = _declared(cls, [p for p in sig.parameters.values() if p.kind == p.KEYWORD_ONLY])
     roles = (
         Role("X", True, "array", 2),
         *([Role("y", cls.needs_labels, "array", 1)] if cls.accepts_labels else []),
@@ -282,7 +274,7 @@ def _build() -> dict[str, Op]:
         {"model": "model"},
         None,
         None,
-        {"path": (str, inspect.Parameter.empty)},
+        {"path": Param(inspect.Parameter.empty, [str])},
         "A model saved with est.save (or a pipeline's model output).",
     )
     for name, module in sorted(ddr._EXPORTS.items()):
@@ -353,41 +345,27 @@ def get_op(name: str) -> Op | None:
 
 
 # ---------------------------------------------------------------- parameter checks
-def _pydantic_model(op: Op) -> Any:
-    from pydantic import ConfigDict, create_model
-
-    fields = {}
-    for name, (tp, default) in op.params.items():
-        tp = Any if tp is inspect.Parameter.empty else tp
-        fields[name] = (tp, ... if default is inspect.Parameter.empty else default)
-    return create_model(
-        f"{op.name.replace('.', '_')}_params",
-        __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True),
-        **fields,
-    )
-
-
-_MODELS: dict[str, Any] = {}
-
-
 def check_params(op: Op, given: dict[str, Any]) -> list[tuple[str | None, str]]:
     """Check ``with:`` for ``op`` without data; returns ``[(param or None, message)]``.
 
-    Unknown names, values that do not fit the annotation, missing required ones, and the
-    estimator's own checks (scikit-learn ``_parameter_constraints``, a ``_check_params()``
-    that needs no data).
+    Unknown names (with a "did you mean"), missing required ones, every value against the
+    class's ``_parameter_constraints`` (scikit-learn's ``validate_parameter_constraints``, its
+    messages), and then, for estimators, ``_check_param_combination``.
     """
     import difflib
 
-    from pydantic import ValidationError
+    from sklearn.utils._param_validation import (
+        InvalidParameterError,
+        validate_parameter_constraints,
+    )
 
     problems: list[tuple[str | None, str]] = []
     valid = sorted(op.params)
+    where = op.cls.__name__ if op.family == "fit" and op.cls else op.name
     for name in given:
         if name not in op.params:
             close = difflib.get_close_matches(name, valid, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            where = op.cls.__name__ if op.family == "fit" and op.cls else op.name
             problems.append(
                 (
                     name,
@@ -395,60 +373,24 @@ def check_params(op: Op, given: dict[str, Any]) -> list[tuple[str | None, str]]:
                     f"{', '.join(valid) or 'none'}",
                 )
             )
-    if op.family == "apply":
-        return problems
-    known = {k: v for k, v in given.items() if k in op.params}
-    if op.name not in _MODELS:
-        try:
-            _MODELS[op.name] = _pydantic_model(op)
-        except Exception:  # annotations pydantic cannot handle: no type checks
-            _MODELS[op.name] = None
-    model = _MODELS[op.name]
-    if model is not None:
-        try:
-            model.model_validate(known)
-        except ValidationError as exc:
-            for err in exc.errors(include_url=False):
-                pname = str(err["loc"][0]) if err["loc"] else None
-                if err["type"] == "missing":
-                    problems.append((None, f"missing required parameter {pname!r}"))
-                    continue
-                msg = str(err["msg"]).replace("Input should be", "must be")
-                # union members add their own loc element; keep one message per parameter
-                if any(p == pname for p, _ in problems):
-                    continue
-                problems.append((pname, f"parameter {pname}: {msg}; got {given.get(pname)!r}"))
+    for name, param in op.params.items():
+        if param.required and name not in given:
+            problems.append((None, f"missing required parameter {name!r}"))
+        elif name in given:
+            try:
+                validate_parameter_constraints(
+                    {name: param.constraints}, {name: given[name]}, caller_name=where
+                )
+            except InvalidParameterError as exc:
+                problems.append((name, str(exc)))
     if problems or op.family != "fit" or op.cls is None:
         return problems
-    problems += _estimator_checks(op.cls, known)
-    return problems
-
-
-def _estimator_checks(cls: type, params: dict[str, Any]) -> list[tuple[str | None, str]]:
+    known = {k: v for k, v in given.items() if k in op.params}
     try:
-        est = cls(**params)
+        op.cls(**known)._check_param_combination()
     except (TypeError, ValueError) as exc:
-        return [(_named_param(str(exc), params), f"{cls.__name__}: {exc}")]
-    checks = []
-    if getattr(cls, "_parameter_constraints", None):
-        checks.append(est._validate_params)
-    own = getattr(est, "_check_params", None)
-    if callable(own):
-        sig = inspect.signature(own)
-        if all(
-            p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-            for p in sig.parameters.values()
-        ):
-            checks.append(own)
-    out = []
-    for check in checks:
-        try:
-            check()
-        except (TypeError, ValueError) as exc:
-            out.append((_named_param(str(exc), params), f"{cls.__name__}: {exc}"))
-        except Exception:  # a check that needs fitted state or data: not ours to run early
-            pass
-    return out
+        return [(_named_param(str(exc), known), str(exc))]
+    return []
 
 
 def _named_param(message: str, params: dict[str, Any]) -> str | None:
@@ -458,38 +400,6 @@ def _named_param(message: str, params: dict[str, Any]) -> str | None:
     return None
 
 
-# ------------------------------------------------------------------ output widths
-def declared_width(
-    cls: type, params: dict[str, Any], n_samples: int | None, n_features: int | None
-) -> int | None:
-    """Columns of ``transform``'s output, from parameters and input metadata (None: unknown
-    before the fit)."""
-    full = {k: v[1] for k, v in _estimator_params(cls).items()}
-    full.update(params)
-    name = cls.__name__
-    if name == "StandardScaler":
-        return n_features
-    nc = full.get("n_components")
-    if isinstance(nc, bool):
-        return None
-    if isinstance(nc, int):
-        return nc
-    if name.endswith("RandomProjection") and nc == "auto" and n_samples:
-        try:
-            import ddr
-
-            eps = full.get("eps", 0.1)
-            return int(ddr.johnson_lindenstrauss_min_dim(n_samples, eps=eps))
-        except Exception:
-            return None
-    return None
-
-
-def width_limit(cls: type, n_samples: int | None, n_features: int | None) -> tuple[int, str] | None:
-    """The largest ``n_components`` the data allows, with the reason, or None."""
-    name = cls.__name__
-    if name in _RANK_LIMITED and n_samples and n_features:
-        return min(n_samples, n_features), f"min(n_samples={n_samples}, n_features={n_features})"
-    if name == "KernelPCA" and n_samples:
-        return n_samples, f"n_samples={n_samples}"
-    return None
+def full_params(cls: type, given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` with the constructor's defaults filled in."""
+    return {**{k: p.default for k, p in _estimator_params(cls).items()}, **given}

@@ -142,7 +142,9 @@ class Scheduling:
 
     def _is_one_pass(self, step: StepPlan) -> bool | None:
         """Whether the fit is one pass of statistics, asked of the estimator on lazy stand-ins
-        (nothing is computed: a compute here raises)."""
+        (nothing is computed: a compute here raises). An estimator that refuses the inputs
+        (a ValueError or TypeError from ``_fit_plan``) is a problem of the step, reported
+        with its location; anything else is raised."""
         import dask
 
         from ddr.pipeline.fitplans import fit_plan
@@ -159,11 +161,12 @@ class Scheduling:
                 if meta is None or meta.shape is None or any(s is None for s in meta.shape):
                     return None
                 args[role] = _standin(meta)
+        est = step.op.cls(**step.spec.with_)
         try:
-            est = step.op.cls(**step.spec.with_)
             with dask.config.set(scheduler=_forbid_compute):
                 plan = fit_plan(est, args)
-        except Exception:
+        except (TypeError, ValueError) as exc:
+            self.problem(("steps", step.id), f"{step.op.name}: {exc}")  # type: ignore[attr-defined]
             return None
         return plan is not None
 

@@ -139,11 +139,8 @@ def sample_dim_of(ds: Any) -> str | None:
 
 
 def statistic_readouts(stat: Any) -> dict[str, Any]:
-    name = type(stat).__name__
     out: dict[str, Any] = {}
-    from ddr.pipeline.registry import READOUTS
-
-    for readout in READOUTS.get(name, ()):
+    for readout in type(stat).readouts:
         try:
             attr = getattr(stat, readout)
             out[readout] = attr() if callable(attr) else attr

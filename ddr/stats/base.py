@@ -24,11 +24,17 @@ class Statistic(abc.ABC):
     """Base class of the mergeable statistics in :mod:`ddr.stats`.
 
     Subclasses are frozen dataclasses. ``needs_labels`` says whether ``from_block`` requires
-    class labels ``y``; ``accepts_labels`` whether it uses them when given.
+    class labels ``y``; ``accepts_labels`` whether it uses them when given;
+    ``_parameter_constraints`` declares the options of ``from_block`` (scikit-learn's
+    constraint objects, as estimators declare their parameters; checked by :meth:`spec`);
+    ``readouts`` names what a pipeline reference ``step.NAME`` may read (attributes or
+    zero-argument methods).
     """
 
     needs_labels: ClassVar[bool] = False
     accepts_labels: ClassVar[bool] = False
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {}
+    readouts: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -59,7 +65,17 @@ class Statistic(abc.ABC):
 
     @classmethod
     def spec(cls, **options: Any) -> StatSpec:
-        """A configured statistic for :func:`compute`, e.g. ``Moments.spec(diagonal=True)``."""
+        """A configured statistic for :func:`compute`, e.g. ``Moments.spec(diagonal=True)``.
+
+        Options declared in ``_parameter_constraints`` are checked here (an
+        ``InvalidParameterError`` naming the option).
+        """
+        if cls._parameter_constraints:
+            from sklearn.utils._param_validation import validate_parameter_constraints
+
+            validate_parameter_constraints(
+                cls._parameter_constraints, options, caller_name=f"{cls.__name__}.spec"
+            )
         return StatSpec(cls, tuple(sorted(options.items())))
 
     def to_dict(self) -> dict[str, Any]:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Self
+from numbers import Integral
+from typing import Any, ClassVar, Self
 
 import numpy as np
+from sklearn.utils._param_validation import Interval
 
 from ddr.stats._checks import check_block, check_weights, class_index
 from ddr.stats.base import Statistic
@@ -56,6 +58,11 @@ class CategoricalCounts(Statistic):
     n_categories : ndarray of shape (n_features,)
         One more than the largest code seen per feature (the categories discovered so far).
     """
+
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "max_categories": [Interval(Integral, 1, None, closed="left")],
+    }
+    readouts: ClassVar[tuple[str, ...]] = ("classes", "counts", "class_counts")
 
     classes: np.ndarray | None
     counts: np.ndarray

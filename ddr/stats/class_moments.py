@@ -8,10 +8,11 @@ between-class scatter all come from one pass.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 import numpy as np
 from scipy.linalg.blas import dgemm
+from sklearn.utils._param_validation import StrOptions
 
 from ddr.stats._centring import scratch
 from ddr.stats._checks import (
@@ -132,6 +133,15 @@ class ClassMoments(Statistic):
     Classes may be declared before they are seen (:meth:`empty`), as ``partial_fit`` with
     ``classes=`` needs; such classes have a count of zero until rows arrive.
     """
+
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "diagonal": ["boolean"],
+        "nan_policy": [StrOptions({"raise", "omit"})],
+    }
+    readouts: ClassVar[tuple[str, ...]] = (
+        "classes", "counts", "priors", "means", "variances", "covariances",
+        "pooled_covariance", "within_scatter", "between_scatter",
+    )  # fmt: skip
 
     classes: np.ndarray
     moments: tuple[Moments, ...]

@@ -17,9 +17,11 @@ fits. The width at the end is at most ``4 * range / n_bins``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Self
+from numbers import Integral, Real
+from typing import Any, ClassVar, Self
 
 import numpy as np
+from sklearn.utils._param_validation import Interval
 
 from ddr.stats._checks import check_block, check_finite, check_weights, class_index
 from ddr.stats.base import Statistic
@@ -82,6 +84,12 @@ class Histogram(Statistic):
     exponent : ndarray of shape (n_features,)
         Bin width ``2**exponent`` of each feature.
     """
+
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "n_bins": [Interval(Integral, 16, None, closed="left")],
+        "min_bin_width": [Interval(Real, 0, None, closed="neither"), None],
+    }
+    readouts: ClassVar[tuple[str, ...]] = ("classes", "counts", "class_counts", "bin_width")
 
     classes: np.ndarray | None
     counts: np.ndarray

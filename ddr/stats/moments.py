@@ -13,10 +13,11 @@ offset (see ``tests/test_moments.py``).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal, Self
+from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
 from scipy.linalg.blas import dgemv, dsyrk
+from sklearn.utils._param_validation import StrOptions
 
 from ddr.stats._centring import Centring, scratch
 from ddr.stats._checks import check_block, check_finite, check_weights
@@ -146,6 +147,14 @@ class Moments(Statistic):
     observed entries; the full form keeps only complete rows (listwise deletion), which
     keeps the covariance positive semi-definite.
     """
+
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "diagonal": ["boolean"],
+        "nan_policy": [StrOptions({"raise", "omit"})],
+    }
+    readouts: ClassVar[tuple[str, ...]] = (
+        "count", "mean", "covariance", "variance", "std", "correlation", "total_variance",
+    )  # fmt: skip
 
     count: float | np.ndarray
     mean: np.ndarray

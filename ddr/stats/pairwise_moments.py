@@ -20,7 +20,7 @@ not a model. On complete data it equals :class:`~ddr.stats.Moments`' covariance.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 import numpy as np
 from scipy.linalg.blas import dsyrk
@@ -51,6 +51,8 @@ class PairwiseMoments(Statistic):
         ``S2_ij = sum (x_i - shift_i)(x_j - shift_j)`` over the rows observing i and j.
     n_rows : int
     """
+
+    readouts: ClassVar[tuple[str, ...]] = ("count", "mean", "covariance")
 
     shift: np.ndarray
     pair_count: np.ndarray
