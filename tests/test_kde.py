@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import warnings
+from itertools import pairwise
+from pathlib import Path
 
 import dask
 import dask.array as da
@@ -30,6 +32,8 @@ from ddr.density._kernels import (
     log_kernel_norm,
 )
 from ddr.testing import counting_dask_array
+
+DATA = Path(__file__).parent / "data"
 
 
 def data(rng, n=500, d=3):
@@ -390,3 +394,64 @@ def test_check_estimator(est, expected):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check_estimator(est, expected_failed_checks=expected)
+
+
+# ------------------------------------------------------------- issue 15 reproductions
+def test_binned_lattice_does_not_depend_on_chunking_with_a_one_row_last_chunk():
+    """A block where a feature is constant (the 1-row last chunk) used to pick a coarser
+    lattice when |mean|/std is large, and the merge kept it: log-densities were off by a
+    factor ~100 against the exact estimate. The lattice is now a function of the range."""
+    rng = np.random.default_rng(0)
+    t = (1.7e9 + rng.normal(size=100_001))[:, None]
+    one = ddr.KernelDensity().fit(t)
+    assert one.algorithm_ == "binned"
+    q = t[:300]
+    exact = ddr.KernelDensity(algorithm="exact").fit(t).score_samples(q)
+    for chunks in [(10_000, 1), ((1, 50_000, 50_000), 1), ((100_000, 1), 1)]:
+        chunked = ddr.KernelDensity().fit(da.from_array(t, chunks=chunks))
+        np.testing.assert_array_equal(chunked.histogram_.counts, one.histogram_.counts)
+        np.testing.assert_array_equal(chunked.histogram_.exponent, one.histogram_.exponent)
+        np.testing.assert_allclose(chunked.score_samples(q), one.score_samples(q), rtol=1e-10)
+        np.testing.assert_allclose(np.exp(chunked.score_samples(q) - exact), 1.0, atol=1e-4)
+
+
+@pytest.mark.parametrize("d", [1, 2])
+def test_lattice_histogram_merge_order_does_not_change_it(rng, d):
+    X = rng.standard_normal((5000, d)) * [1.0, 1e-3][:d] + [3e8, -5.0][:d]
+    X[-1] = X[0]  # a one-row block below is constant in every feature
+    whole = LatticeHistogram.from_block(X, n_bins=256)
+    splits = [0, 1, 7, 2500, 4999, 5000]
+    blocks = [LatticeHistogram.from_block(X[a:b], n_bins=256) for a, b in pairwise(splits)]
+    for order in (blocks, blocks[::-1], [blocks[2], blocks[0], blocks[4], blocks[1], blocks[3]]):
+        merged = order[0]
+        for b in order[1:]:
+            merged = merged.merge(b)
+        np.testing.assert_array_equal(merged.exponent, whole.exponent)
+        np.testing.assert_array_equal(merged.start, whole.start)
+        np.testing.assert_allclose(merged.counts, whole.counts, atol=1e-9)
+
+
+def test_kernel_density_bandwidth_is_h_in_data_units_on_old_faithful():
+    """Seed 000: p(x) = 1/(N h) sum K((x - x_n) / h), h in data units, on R's Old Faithful
+    eruptions (272 rows; h = 0.3348 is R's bw.nrd0). The same as R's density and
+    scikit-learn's KernelDensity; scipy's covariance factor stays available by name."""
+    x = np.loadtxt(DATA / "faithful.csv", delimiter=",", skiprows=1, usecols=1)
+    assert x.shape == (272,)
+    h = 0.3348
+    est = ddr.KernelDensity(kernel="gaussian", bandwidth=h).fit(x[:, None])
+    assert est.bandwidth_ == h and est.bandwidth_scaling_ == "none"
+    grid = np.linspace(1.0, 6.0, 501)
+    seed = np.exp(-0.5 * ((grid[:, None] - x[None, :]) / h) ** 2).sum(1) / (
+        x.size * h * np.sqrt(2 * np.pi)
+    )
+    np.testing.assert_allclose(np.exp(est.score_samples(grid[:, None])), seed, rtol=1e-10)
+    ref = SkKDE(bandwidth=h).fit(x[:, None])
+    np.testing.assert_allclose(
+        est.score_samples(grid[:, None]), ref.score_samples(grid[:, None]), rtol=1e-10
+    )
+    scipy_way = ddr.KernelDensity(bandwidth=0.3, bandwidth_scaling="covariance").fit(x[:, None])
+    np.testing.assert_allclose(
+        scipy_way.score_samples(grid[:, None]),
+        gaussian_kde(x, bw_method=0.3).logpdf(grid),
+        rtol=1e-10,
+    )

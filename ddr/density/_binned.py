@@ -31,7 +31,7 @@ from scipy.signal import fftconvolve
 from ddr.density._kernels import log_kernel, log_kernel_sums
 from ddr.stats._checks import check_block, check_finite, check_weights
 from ddr.stats.base import Statistic
-from ddr.stats.histogram import _coarsen, _exponent_for
+from ddr.stats.histogram import _coarsen, _refine, lattice_exponent, union_exponent
 
 __all__ = ["LatticeHistogram", "binned_log_sums", "grid_sums", "loo_grid_scores"]
 
@@ -65,11 +65,16 @@ class LatticeHistogram(Statistic):
     start : ndarray of shape (n_features,)
     exponent : ndarray of shape (n_features,)
         Spacing ``2**exponent[a]`` along axis ``a``; merging coarsens by exact halving.
+    lo, hi : ndarray of shape (n_features,)
+        The range of the data binned: it alone fixes the spacing (as for
+        :class:`ddr.stats.Histogram`), so chunking does not change the lattice.
     """
 
     counts: np.ndarray
     start: np.ndarray
     exponent: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
 
     @classmethod
     def from_block(
@@ -93,7 +98,7 @@ class LatticeHistogram(Statistic):
             return cls.empty(d, n_bins)
         Xf = np.asarray(X, dtype=np.float64)
         lo, hi = Xf.min(axis=0), Xf.max(axis=0)
-        exponent = np.array([_exponent_for(lo[a], hi[a], n_bins, _MIN_EXPONENT) for a in range(d)])
+        exponent = np.array([lattice_exponent(lo[a], hi[a], n_bins) for a in range(d)])
         t = np.ldexp(Xf, -exponent)
         g = np.floor(t)
         frac = t - g
@@ -107,19 +112,25 @@ class LatticeHistogram(Statistic):
                 weight = weight * w
             flat = np.ravel_multi_index(tuple((idx + b).T), (n_bins,) * d)
             counts += np.bincount(flat, weight, n_bins**d)
-        return cls(counts.reshape((n_bins,) * d), start, exponent)
+        return cls(counts.reshape((n_bins,) * d), start, exponent, lo, hi)
 
     @classmethod
     def empty(cls, n_features: int, n_bins: int = 256) -> Self:
         d = n_features
         return cls(
-            np.zeros((n_bins,) * d), np.zeros(d, np.int64), np.full(d, _EMPTY, dtype=np.int64)
+            np.zeros((n_bins,) * d),
+            np.zeros(d, np.int64),
+            np.full(d, _EMPTY, dtype=np.int64),
+            np.full(d, np.inf),
+            np.full(d, -np.inf),
         )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "counts", np.asarray(self.counts, dtype=np.float64))
         object.__setattr__(self, "start", np.asarray(self.start, dtype=np.int64))
         object.__setattr__(self, "exponent", np.asarray(self.exponent, dtype=np.int64))
+        object.__setattr__(self, "lo", np.asarray(self.lo, dtype=np.float64))
+        object.__setattr__(self, "hi", np.asarray(self.hi, dtype=np.float64))
 
     @property
     def n_features(self) -> int:
@@ -143,18 +154,13 @@ class LatticeHistogram(Statistic):
         B, d = self.n_bins, self.n_features
         state = [[h.counts, h.start.copy(), h.exponent.copy()] for h in parts]
         for a in range(d):
-            e = max(s[2][a] for s in state)
+            e = union_exponent([(h.lo[a], h.hi[a], int(h.exponent[a])) for h in parts], B)
             for s in state:
-                s[0], s[1][a] = _coarsen_axis(s[0], int(s[1][a]), int(e - s[2][a]), a)
+                if s[2][a] > e:  # a single value along this axis, binned at its resolution
+                    s[1][a] = _refine(int(s[1][a]), int(s[2][a] - e))
+                else:
+                    s[0], s[1][a] = _coarsen_axis(s[0], int(s[1][a]), int(e - s[2][a]), a)
                 s[2][a] = e
-            while True:
-                lo = min(s[1][a] for s in state)
-                hi = max(s[1][a] + _extent_axis(s[0], a) for s in state)
-                if hi - lo <= B:
-                    break
-                for s in state:
-                    s[0], s[1][a] = _coarsen_axis(s[0], int(s[1][a]), 1, a)
-                    s[2][a] += 1
         start = np.array([min(s[1][a] for s in state) for a in range(d)], dtype=np.int64)
         counts = np.zeros((B,) * d)
         for c, s0, _ in state:
@@ -163,7 +169,9 @@ class LatticeHistogram(Statistic):
                 slice(int(s0[a] - start[a]), int(s0[a] - start[a]) + used[a]) for a in range(d)
             )
             counts[dst] += c[tuple(slice(0, u) for u in used)]
-        return type(self)(counts, start, state[0][2])
+        lo = np.minimum(parts[0].lo, parts[1].lo)
+        hi = np.maximum(parts[0].hi, parts[1].hi)
+        return type(self)(counts, start, state[0][2], lo, hi)
 
     @property
     def spacing(self) -> np.ndarray:
@@ -174,7 +182,13 @@ class LatticeHistogram(Statistic):
         return np.ldexp(self.start.astype(np.float64), self.exponent)
 
     def _arrays(self) -> dict[str, np.ndarray]:
-        return {"counts": self.counts, "start": self.start, "exponent": self.exponent}
+        return {
+            "counts": self.counts,
+            "start": self.start,
+            "exponent": self.exponent,
+            "lo": self.lo,
+            "hi": self.hi,
+        }
 
     def _scalars(self) -> dict[str, Any]:
         return {}

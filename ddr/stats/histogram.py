@@ -9,9 +9,14 @@ their neighbours) is *exactly* the linear binning of the same points at twice th
 Merging is therefore associative and commutative, and one pass gives the same histogram as
 binning all the data at the final width.
 
-The number of lattice points per feature never exceeds ``n_bins``: a block is binned at the
-finest width that fits its range into ``n_bins`` points, and a merge coarsens until the union
-fits. The width at the end is at most ``4 * range / n_bins``.
+The width is a function of the data's range alone (:func:`lattice_exponent`, the finest
+power of two that fits ``[min, max]`` into ``n_bins`` points), so it does not depend on the
+chunking: each block is binned at the width of its own range, the statistic carries the
+range (``lo``, ``hi``), and a merge brings both sides to the width of the union's range. A
+block whose feature is constant (a one-row last chunk, say) is binned at the resolution of
+its value (the value is then a lattice point, whose linear binning at any width is exact)
+and refined or coarsened to the union's width. The width at the end is at most
+``4 * range / n_bins``.
 """
 
 from __future__ import annotations
@@ -27,24 +32,45 @@ from ddr.stats._checks import check_block, check_finite, check_weights, class_in
 from ddr.stats.base import Statistic
 from ddr.stats.class_moments import union_classes
 
-__all__ = ["Histogram"]
+__all__ = ["Histogram", "lattice_exponent", "union_exponent"]
 
 DEFAULT_BINS = 2048
 _EMPTY = -(1 << 20)  # exponent of a feature with no data yet
 _MIN_EXPONENT = -1000  # keep 2**e a normal float64
 
 
-def _exponent_for(lo: float, hi: float, n_bins: int, min_exponent: int) -> int:
-    """Smallest exponent whose lattice holds [lo, hi] and a right neighbour in n_bins points."""
+def lattice_exponent(lo: float, hi: float, n_bins: int, min_exponent: int = _MIN_EXPONENT) -> int:
+    """The lattice exponent of data in ``[lo, hi]``: the smallest ``e`` whose lattice
+    ``g * 2**e`` holds the range and a right neighbour in ``n_bins`` points.
+
+    Monotone in the range (a wider range never gets a finer lattice), so the exponent of a
+    union is at least that of each part. A single value gets the exponent of its last bit:
+    it is then a lattice point, and its linear binning at any width is exact.
+    """
     if hi > lo:
         e = int(np.ceil(np.log2((hi - lo) / (n_bins - 2))))
     else:
-        # A single value: a width far below its magnitude, coarsened later if needed.
-        e = int(np.frexp(max(abs(lo), 1e-300))[1]) - 30
+        e = int(np.frexp(lo)[1]) - 53 if lo != 0 else _MIN_EXPONENT
     e = max(e, min_exponent, _MIN_EXPONENT)
     while np.floor(np.ldexp(hi, -e)) - np.floor(np.ldexp(lo, -e)) + 2 > n_bins:
         e += 1
     return e
+
+
+def union_exponent(parts: list[tuple[float, float, int]], n_bins: int) -> int:
+    """The exponent of the union of parts ``(lo, hi, exponent)``: :func:`lattice_exponent`
+    of the union's range, and never finer than a part that holds more than one value (which
+    may have been binned with a ``min_bin_width``)."""
+    lo = min(p[0] for p in parts)
+    hi = max(p[1] for p in parts)
+    floors = [p[2] for p in parts if p[1] > p[0]]
+    return max([lattice_exponent(lo, hi, n_bins), *floors])
+
+
+def _refine(start: int, steps: int) -> int:
+    """The start index of a single-value part at ``2**steps`` times the resolution (exact:
+    its value is a lattice point, so all its weight sits on it)."""
+    return start << steps
 
 
 def _coarsen(counts: np.ndarray, start: int, steps: int) -> tuple[np.ndarray, int]:
@@ -83,6 +109,8 @@ class Histogram(Statistic):
         Lattice index of the first bin of each feature.
     exponent : ndarray of shape (n_features,)
         Bin width ``2**exponent`` of each feature.
+    lo, hi : ndarray of shape (n_features,)
+        The range of the data binned (``inf``, ``-inf`` for none): it fixes the width.
     """
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
@@ -95,6 +123,8 @@ class Histogram(Statistic):
     counts: np.ndarray
     start: np.ndarray
     exponent: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
 
     accepts_labels = True
 
@@ -130,7 +160,7 @@ class Histogram(Statistic):
             return cls.empty(classes, d, n_bins)
         lo = X.min(axis=0).astype(np.float64)
         hi = X.max(axis=0).astype(np.float64)
-        exponent = np.array([_exponent_for(lo[j], hi[j], n_bins, min_e) for j in range(d)])
+        exponent = np.array([lattice_exponent(lo[j], hi[j], n_bins, min_e) for j in range(d)])
         scale = np.ldexp(1.0, -exponent)  # a power of two: multiplying by it is exact
         start = np.floor(lo * scale).astype(np.int64)
         offset = np.arange(d) * n_bins - start
@@ -148,7 +178,7 @@ class Histogram(Statistic):
             left = (1.0 - t) if w is None else w[i : i + step, None] - right
             counts += np.bincount(flat.ravel(), left.ravel(), size)
             counts += np.bincount((flat + 1).ravel(), right.ravel(), size)
-        return cls(classes, counts.reshape(k, d, n_bins), start, exponent)
+        return cls(classes, counts.reshape(k, d, n_bins), start, exponent, lo, hi)
 
     @classmethod
     def empty(cls, classes: np.ndarray | None, n_features: int, n_bins: int = DEFAULT_BINS) -> Self:
@@ -159,12 +189,16 @@ class Histogram(Statistic):
             np.zeros((k, n_features, n_bins)),
             np.zeros(n_features, dtype=np.int64),
             np.full(n_features, _EMPTY, dtype=np.int64),
+            np.full(n_features, np.inf),
+            np.full(n_features, -np.inf),
         )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "counts", np.asarray(self.counts, dtype=np.float64))
         object.__setattr__(self, "start", np.asarray(self.start, dtype=np.int64))
         object.__setattr__(self, "exponent", np.asarray(self.exponent, dtype=np.int64))
+        object.__setattr__(self, "lo", np.asarray(self.lo, dtype=np.float64))
+        object.__setattr__(self, "hi", np.asarray(self.hi, dtype=np.float64))
         if self.classes is not None:
             object.__setattr__(self, "classes", np.asarray(self.classes))
 
@@ -198,28 +232,26 @@ class Histogram(Statistic):
         counts = np.zeros((k, d, B))
         start = np.zeros(d, dtype=np.int64)
         exponent = np.full(d, _EMPTY, dtype=np.int64)
+        lo, hi = np.minimum(self.lo, other.lo), np.maximum(self.hi, other.hi)
         for j in range(d):
-            parts = [
-                (rows, h.counts[:, j, :], int(h.start[j]), int(h.exponent[j]))
-                for rows, h in ((rows_a, self), (rows_b, other))
-                if h.exponent[j] != _EMPTY
-            ]
-            if not parts:
+            sides = [(rows, h) for rows, h in ((rows_a, self), (rows_b, other))]
+            sides = [(r, h) for r, h in sides if h.exponent[j] != _EMPTY]
+            if not sides:
                 continue
-            e = max(p[3] for p in parts)
-            parts = [(r, *_coarsen(c, s, e - pe)) for r, c, s, pe in parts]
-            while True:
-                lo = min(s for _, _, s in parts)
-                hi = max(s + _extent(c) for _, c, s in parts)
-                if hi - lo <= B:
-                    break
-                parts = [(r, *_coarsen(c, s, 1)) for r, c, s in parts]
-                e += 1
+            e = union_exponent([(h.lo[j], h.hi[j], int(h.exponent[j])) for _, h in sides], B)
+            parts = []
+            for r, h in sides:
+                c, s, pe = h.counts[:, j, :], int(h.start[j]), int(h.exponent[j])
+                if pe > e:  # a single value, binned at its own resolution
+                    parts.append((r, c, _refine(s, pe - e)))
+                else:
+                    parts.append((r, *_coarsen(c, s, e - pe)))
+            first = min(s for _, _, s in parts)
             for r, c, s in parts:
                 n_used = _extent(c)
-                counts[r, j, s - lo : s - lo + n_used] += c[:, :n_used]
-            start[j], exponent[j] = lo, e
-        return type(self)(classes, counts, start, exponent)
+                counts[r, j, s - first : s - first + n_used] += c[:, :n_used]
+            start[j], exponent[j] = first, e
+        return type(self)(classes, counts, start, exponent, lo, hi)
 
     # --------------------------------------------------------------- read-outs
     @property
@@ -242,7 +274,13 @@ class Histogram(Statistic):
 
     # ---------------------------------------------------------- serialisation
     def _arrays(self) -> dict[str, np.ndarray]:
-        out = {"counts": self.counts, "start": self.start, "exponent": self.exponent}
+        out = {
+            "counts": self.counts,
+            "start": self.start,
+            "exponent": self.exponent,
+            "lo": self.lo,
+            "hi": self.hi,
+        }
         if self.classes is not None:
             out["classes"] = self.classes
         return out
@@ -252,4 +290,11 @@ class Histogram(Statistic):
 
     @classmethod
     def _from_fields(cls, fields: dict[str, Any]) -> Self:
-        return cls(fields.get("classes"), fields["counts"], fields["start"], fields["exponent"])
+        return cls(
+            fields.get("classes"),
+            fields["counts"],
+            fields["start"],
+            fields["exponent"],
+            fields["lo"],
+            fields["hi"],
+        )
