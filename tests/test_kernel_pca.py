@@ -232,17 +232,13 @@ def test_bad_input(rng):
         r"\(50\)",
     ):
         KernelPCA(2, method="nystrom", n_landmarks=80).fit(X)
-    with pytest.raises(ValueError, match=r"gamma must be positive .*got gamma=0"):
+    with pytest.raises(ValueError, match="The 'gamma' parameter of"):
         KernelPCA(2, kernel="rbf", gamma=0).fit(X)
-    with pytest.raises(ValueError, match=r"gamma must be positive .*got gamma=-0.5"):
+    with pytest.raises(ValueError, match="The 'gamma' parameter of"):
         KernelPCA(2, kernel="rbf", gamma=-0.5, method="nystrom", n_landmarks=10).fit(X)
-    with pytest.raises(
-        ValueError,
-        match=r"method must be one of \('auto', 'exact', "
-        r"'nystrom'\); got 'fast'",
-    ):
+    with pytest.raises(ValueError, match="The 'method' parameter of KernelPCA must be"):
         KernelPCA(2, method="fast").fit(X)
-    with pytest.raises(ValueError, match=r"landmarks must be one of .*got 'random'"):
+    with pytest.raises(ValueError, match="The 'landmarks' parameter of"):
         KernelPCA(2, landmarks="random").fit(X)
     with pytest.raises(ValueError, match=r"inverse_transform needs fit_inverse_transform=True"):
         KernelPCA(2).fit(X).inverse_transform(np.zeros((3, 2)))

@@ -263,7 +263,7 @@ def test_n_components_too_large_or_not_positive(rng):
     with pytest.raises(ValueError, match=r"n_components=9 must be between 1 and .*=5 "):
         PCA(9).fit(X[:5])
     for bad in (0, -2):
-        with pytest.raises(ValueError, match=rf"n_components={bad} must be between 1 and"):
+        with pytest.raises(ValueError, match=r"The 'n_components' parameter of PCA must be"):
             PCA(bad).fit(X)
     with pytest.raises(ValueError, match="n_components=7 must be between 1 and"):
         PCA(7).fit(da.from_array(X, chunks=(10, -1)))
@@ -271,23 +271,19 @@ def test_n_components_too_large_or_not_positive(rng):
 
 @pytest.mark.parametrize("bad", [0.0, 1.0, 1.5, -0.2])
 def test_fraction_outside_open_interval(rng, bad):
-    with pytest.raises(
-        ValueError, match=r"is a float, meaning a fraction .* open interval \(0, 1\)"
-    ):
+    with pytest.raises(ValueError, match=r"a float in the range \(0.0, 1.0\) or None. Got"):
         PCA(bad).fit(spectrum_data(rng, n=30, d=4))
 
 
 def test_bad_parameters(rng):
     X = spectrum_data(rng, n=30, d=4)
-    with pytest.raises(ValueError, match="n_components='mle' is not supported"):
+    with pytest.raises(ValueError, match="The 'n_components' parameter of PCA must be"):
         PCA("mle").fit(X)
-    with pytest.raises(TypeError, match="n_components must be None, an int or a float"):
-        PCA(True).fit(X)
-    with pytest.raises(ValueError, match=r"solver must be one of \('auto', 'covariance'"):
+    with pytest.raises(ValueError, match="The 'solver' parameter of"):
         PCA(2, solver="arpack").fit(X)
-    with pytest.raises(ValueError, match="n_power_iter must be an int >= 0; got -1"):
+    with pytest.raises(ValueError, match="The 'n_power_iter' parameter of"):
         PCA(2, solver="randomized", n_power_iter=-1).fit(X)
-    with pytest.raises(ValueError, match=r"n_oversamples must be an int >= 0; got 2\.5"):
+    with pytest.raises(ValueError, match="The 'n_oversamples' parameter of"):
         PCA(2, solver="randomized", n_oversamples=2.5).fit(X)
     with pytest.raises(ValueError, match="n_components=None asks for all"):
         PCA(solver="randomized").fit(X)
