@@ -695,7 +695,7 @@ def schema_cmd(
         from ddr.pipeline import registry
         from ddr.pipeline.schema import json_schema
 
-        schema = json_schema(registry.op_names())
+        schema = json_schema(registry.ops())
     text = json.dumps(schema, indent=2)
     if output:
         output.write_text(text + "\n", encoding="utf-8")
@@ -706,14 +706,16 @@ def schema_cmd(
 
 @app.command(cls=Command, name="ops", short_help="List the ops pipelines can use.")
 def ops_cmd() -> None:
-    """List the ops pipelines can use, with their inputs and parameters."""
+    """List the ops pipelines can use: inputs, outputs, and each parameter with what it
+    accepts and its default (the estimator's declaration, as `ddr validate` checks it)."""
     from ddr.pipeline import registry
 
     for name, op in sorted(registry.ops().items()):
         roles = ", ".join(f"{r.name}{'' if r.required else '?'}" for r in op.roles)
-        params = ", ".join(op.params) if op.family != "apply" else ""
         outs = ", ".join(op.outputs)
-        typer.echo(f"{name}({roles}) -> {outs}" + (f"; with: {params}" if params else ""))
+        typer.echo(f"{name}({roles}) -> {outs}")
+        for pname, param in op.params.items():
+            typer.echo(f"    {pname}: {registry.describe_param(param)}")
     missing = registry.unavailable()
     if missing:
         typer.echo(f"(not available in this installation: {', '.join(sorted(missing))})")

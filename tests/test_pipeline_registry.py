@@ -108,9 +108,17 @@ def test_missing_modules_are_reported_not_fatal(monkeypatch):
     ("op", "params", "problem"),
     [
         ("PCA.fit", {"n_component": 2}, "unknown parameter 'n_component' for PCA (did you mean"),
-        ("KernelPCA.fit", {"n_components": "two"}, "parameter n_components: must be a valid"),
-        ("GaussianNB.fit", {"var_smoothing": -1}, "GaussianNB: var_smoothing must be"),
-        ("moments", {"nan_policy": "drop"}, "parameter nan_policy: must be 'raise' or 'omit'"),
+        ("KernelPCA.fit", {"n_components": "two"}, "The 'n_components' parameter of KernelPCA"),
+        ("GaussianNB.fit", {"var_smoothing": -1}, "The 'var_smoothing' parameter of GaussianNB"),
+        ("moments", {"nan_policy": "drop"}, "The 'nan_policy' parameter of moments must be"),
+        ("PPCA.fit", {"solver": "bogus"}, "The 'solver' parameter of PPCA must be a str among"),
+        ("KernelDensity.fit", {"kernel": "bogus"}, "The 'kernel' parameter of KernelDensity"),
+        ("histogram", {"n_bins": 4}, "The 'n_bins' parameter of histogram must be an int"),
+        (
+            "LinearDiscriminantAnalysis.fit",
+            {"shrinkage": 0.5},
+            "The 'shrinkage' parameter of LinearDiscriminantAnalysis must be None with",
+        ),
         ("load", {}, "missing required parameter 'path'"),
     ],
 )

@@ -92,6 +92,7 @@ class _Planner(OutputChecks, Scheduling):
         self.steps: dict[str, StepPlan] = {}
         self.outputs: list[OutputPlan] = []
         self.bad_steps: set[str] = set()
+        self.bad_params: set[str] = set()  # steps whose parameters were refused
 
     def problem(self, path: tuple[Any, ...], message: str, *, key: bool = False) -> None:
         self.doc.problem(path, message, key=key)
@@ -197,7 +198,10 @@ class _Planner(OutputChecks, Scheduling):
                         f"step {sid}: missing input {r.name!r} ({op.name} needs {needed})",
                         key=True,
                     )
-            for pname, message in registry.check_params(op, spec.with_):
+            bad_params = registry.check_params(op, spec.with_)
+            if bad_params:
+                self.bad_params.add(sid)
+            for pname, message in bad_params:
                 path = (*where, "with", pname) if pname in spec.with_ else (*where, "with")
                 if pname is None and "with" not in spec.model_fields_set:
                     path = where
@@ -242,6 +246,8 @@ class _Planner(OutputChecks, Scheduling):
         metas: dict[str, ValueMeta] = {}
         if any(r.required and r.name not in step.refs for r in op.roles):
             return  # a missing or dangling input, already reported
+        if step.id in self.bad_params:
+            return  # refused parameters, already reported: nothing follows from them
         for role, ref in step.refs.items():
             head, _ = split_ref(ref)
             if head in self.bad_steps or (head in self.steps and not self.steps[head].outputs):

@@ -403,3 +403,34 @@ def _named_param(message: str, params: dict[str, Any]) -> str | None:
 def full_params(cls: type, given: dict[str, Any]) -> dict[str, Any]:
     """``given`` with the constructor's defaults filled in."""
     return {**{k: p.default for k, p in _estimator_params(cls).items()}, **given}
+
+
+# ------------------------------------------------------- the declaration, for people
+def constraint_text(constraint: Any) -> str:
+    """One declared constraint in words (scikit-learn's, with options sorted so the text is
+    the same in every run)."""
+    from sklearn.utils._param_validation import Options, make_constraint
+
+    c = make_constraint(constraint)
+    if isinstance(c, Options):
+        return f"one of {sorted(c.options, key=str)!r}"
+    kind = type(c).__name__
+    if kind == "_Booleans":
+        return "a bool"
+    if kind == "_RandomStates":
+        return "an int seed or None"
+    if kind == "_Callables":
+        return "a callable (Python only)"
+    return str(c)
+
+
+def describe_param(param: Param) -> str:
+    """``"an int in the range [1, inf) or None (default None)"``: a parameter's declared
+    constraints in words, for ``ddr ops``."""
+    if param.constraints == "no_validation":
+        what = "any value"
+    else:
+        parts = [constraint_text(c) for c in param.constraints]
+        what = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} or {parts[-1]}"
+    default = "required" if param.required else f"default {param.default!r}"
+    return f"{what} ({default})"

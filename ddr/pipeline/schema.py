@@ -258,16 +258,98 @@ class Pipeline(_Strict):
 
 
 # ------------------------------------------------------------------------ validation
-def json_schema(ops: list[str] | None = None) -> dict[str, Any]:
-    """The JSON Schema of pipeline files (``ddr schema``), with the known ops listed."""
+def json_schema(ops: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON Schema of pipeline files (``ddr schema``).
+
+    With ``ops`` (the registry's :class:`~ddr.pipeline.registry.Op` objects by name), ``op``
+    lists them and each op's ``with:`` is described by the class's declared parameters
+    (``_parameter_constraints``: types, ranges, options, defaults, required ones).
+    """
     schema = Pipeline.model_json_schema(by_alias=True)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = "https://ddr.invalid/schema/pipeline-v1.json"
     schema["title"] = "ddr pipeline (schema version 1)"
     if ops:
-        step = schema["$defs"]["StepSpec"]["properties"]["op"]
-        step["enum"] = sorted(ops)
+        step = schema["$defs"]["StepSpec"]
+        step["properties"]["op"]["enum"] = sorted(ops)
+        step["allOf"] = [
+            {
+                "if": {"properties": {"op": {"const": name}}, "required": ["op"]},
+                "then": {"properties": {"with": _with_schema(op)}},
+            }
+            for name, op in sorted(ops.items())
+        ]
     return schema
+
+
+def _with_schema(op: Any) -> dict[str, Any]:
+    """The schema of one op's ``with:`` mapping, from its declared parameters."""
+    props = {}
+    for name, param in op.params.items():
+        prop = param_schema(param.constraints)
+        if not param.required:
+            prop["default"] = _json_default(param.default)
+        props[name] = prop
+    out: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
+    required = sorted(n for n, p in op.params.items() if p.required)
+    if required:
+        out["required"] = required
+    return out
+
+
+def param_schema(constraints: Any) -> dict[str, Any]:
+    """JSON Schema of a value satisfying any of scikit-learn's ``constraints`` (what YAML can
+    hold: callables and estimator objects have no form there and are left out)."""
+    from numbers import Integral
+
+    from sklearn.utils._param_validation import Interval, Options, make_constraint
+
+    from ddr.pipeline.registry import constraint_text
+
+    if constraints == "no_validation":
+        return {}
+    alternatives: list[dict[str, Any]] = []
+    for raw in constraints:
+        if raw is callable:
+            continue
+        c = make_constraint(raw)
+        kind = type(c).__name__
+        if isinstance(c, Interval):
+            one: dict[str, Any] = {"type": "integer" if c.type is Integral else "number"}
+            if c.left is not None:
+                key = "minimum" if c.closed in ("left", "both") else "exclusiveMinimum"
+                one[key] = c.left
+            if c.right is not None:
+                key = "maximum" if c.closed in ("right", "both") else "exclusiveMaximum"
+                one[key] = c.right
+        elif isinstance(c, Options):
+            one = {"enum": sorted(c.options, key=str)}
+        elif kind == "_NoneConstraint":
+            one = {"type": "null"}
+        elif kind == "_Booleans":
+            one = {"type": "boolean"}
+        elif kind == "_ArrayLikes":
+            one = {"type": "array"}
+        elif kind == "_RandomStates":
+            one = {"type": ["integer", "null"], "minimum": 0}
+        elif kind == "_InstancesOf" and c.type in _JSON_TYPES:
+            one = {"type": _JSON_TYPES[c.type]}
+        else:
+            continue
+        one["description"] = constraint_text(raw)
+        alternatives.append(one)
+    if len(alternatives) == 1:
+        return alternatives[0]
+    return {"anyOf": alternatives}
+
+
+_JSON_TYPES = {str: "string", dict: "object", bool: "boolean", int: "integer", float: "number"}
+
+
+def _json_default(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)
 
 
 def validate(doc: Document, model: type[BaseModel] = Pipeline) -> BaseModel | None:
