@@ -109,7 +109,9 @@ class DDRMixin:
       e.g. ``{"components_": ("component", FEATURE)}``.
     - :meth:`_fit_plan` for fits that are one pass of statistics, and
       :meth:`_output_width`, :meth:`_n_components_limit`, :meth:`_saved_output_width` for
-      what a pipeline can know before reading data.
+      what a pipeline can know before reading data;
+    - :meth:`_translation_invariant_output` for models that do not depend on the data's
+      origin.
     """
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {}
@@ -147,6 +149,12 @@ class DDRMixin:
     ) -> tuple[int, str] | None:
         """The largest ``n_components`` data of this shape allows, with the reason, or None
         (no limit, or unknown)."""
+        return None
+
+    def _translation_invariant_output(self) -> str | None:
+        """The method whose output does not change when the data the model is fitted on and
+        applied to move by one constant vector (the model is translation-equivariant), or
+        None. The common test suite checks it on data at a 1e8 offset."""
         return None
 
     @classmethod

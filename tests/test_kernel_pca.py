@@ -323,3 +323,15 @@ def test_local_cluster(client, rng):
     ref = KernelPCA(3, kernel="rbf", n_landmarks=400, fit_inverse_transform=True).fit(X)
     np.testing.assert_allclose(m.eigenvalues_, ref.eigenvalues_, rtol=1e-10)
     np.testing.assert_allclose(m.transform(arr).compute(), ref.transform(X), atol=1e-10)
+
+
+@pytest.mark.parametrize("method", ["exact", "nystrom"])
+def test_rbf_kernel_pca_is_translation_invariant_on_a_1e8_offset(rng, method):
+    """Issue 15: kernel evaluations on offset data. The rbf kernel depends on distances only,
+    so the fit of X + c must transform X + c as the fit of X transforms X."""
+    X = rng.standard_normal((300, 4))
+    shift = 1e8 * np.array([1.0, -2.0, 0.5, 3.0])
+    kw = {"kernel": "rbf", "gamma": 0.3, "method": method, "n_landmarks": 150}
+    ref = KernelPCA(3, **kw).fit(X).transform(X[:50])
+    got = KernelPCA(3, **kw).fit(X + shift).transform(X[:50] + shift)
+    np.testing.assert_allclose(got, ref, atol=1e-6 * np.abs(ref).max())

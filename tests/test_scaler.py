@@ -168,3 +168,13 @@ def test_on_local_cluster(client, rng):
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+def test_integer_dask_input_issue_15():
+    """Issue 15: integer dask input raised IndexError (a 0-d row count)."""
+    X = np.arange(20).reshape(10, 2)
+    got = StandardScaler().fit(da.from_array(X, chunks=5))
+    ref = SkScaler().fit(X)
+    np.testing.assert_allclose(got.mean_, ref.mean_)
+    np.testing.assert_allclose(got.var_, ref.var_)
+    assert got.n_samples_seen_ == 10

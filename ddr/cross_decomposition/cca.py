@@ -32,7 +32,7 @@ from sklearn.utils._param_validation import Interval
 from ddr.base import FEATURE, DDRMixin, FitPlan, fit_context, map_rows
 from ddr.linalg.signs import component_signs
 from ddr.stats import Moments, lazy
-from ddr.stats._input import Rows, as_rows, is_dask, is_xarray
+from ddr.stats._input import Rows, align_by_coordinate, as_rows, is_dask, is_xarray
 
 __all__ = ["CCA"]
 
@@ -118,6 +118,9 @@ class CCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             return None
         return min(n_samples, n_features), f"min(n_samples={n_samples}, n_features={n_features})"
 
+    def _translation_invariant_output(self) -> str | None:
+        return "transform"
+
     def _check_width(self, dx: int, dy: int) -> int:
         k = int(self.n_components)
         if k > min(dx, dy):
@@ -133,6 +136,8 @@ class CCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
                 "CCA requires y to be passed, but the target y is None: call fit(X, Y) with "
                 "the second view Y of shape (n_samples, n_features_y)"
             )
+        if is_xarray(y):
+            y = align_by_coordinate(y, rows, "Y")
         if is_dask(y) or is_xarray(y):
             yr = as_rows(y, sample_dim=sample_dim, name="Y")
         else:

@@ -277,6 +277,9 @@ default="linear"
     ) -> tuple[int, str] | None:
         return (n_samples, f"n_samples={n_samples}") if n_samples else None
 
+    def _translation_invariant_output(self) -> str | None:
+        return "transform" if self.kernel in ("rbf", "laplacian") else None
+
     # --------------------------------------------------------------- validation
     def _method(self, n_samples: int) -> str:
         """The method used for ``n_samples`` rows (``auto`` resolved), or a ValueError."""

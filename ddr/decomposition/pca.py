@@ -253,6 +253,9 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
                 "(1 sample)"
             )
 
+    def _translation_invariant_output(self) -> str | None:
+        return "transform"
+
     # -------------------------------------------------------------------- fit
     @fit_context
     def fit(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> PCA:

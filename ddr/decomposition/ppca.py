@@ -302,6 +302,9 @@ class PPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
             return None
         return n_features - 1, "n_features - 1"
 
+    def _translation_invariant_output(self) -> str | None:
+        return "transform"
+
     # --------------------------------------------------------------- validation
     def _check_shape(self, n_samples: int, n_features: int) -> int:
         """The latent dimension for data of this shape, or a ValueError."""

@@ -73,6 +73,9 @@ class GaussianDensity(DDRMixin, DensityMixin, BaseEstimator):
         self.ddof = ddof
         self.reg_covar = reg_covar
 
+    def _translation_invariant_output(self) -> str | None:
+        return "score_samples"
+
     @fit_context
     def fit(
         self,

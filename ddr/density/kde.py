@@ -204,6 +204,9 @@ class KernelDensity(DDRMixin, BaseEstimator):
                     f"positive floats. Got {self.cv_bandwidths!r} instead."
                 )
 
+    def _translation_invariant_output(self) -> str | None:
+        return "score_samples"
+
     def _scaling(self) -> str:
         if self.bandwidth_scaling is not None:
             return self.bandwidth_scaling

@@ -45,6 +45,9 @@ class DiscriminantBase(BaseGenerativeClassifier):
     in the same pass when ``shrinkage="auto"`` needs the Ledoit-Wolf intensity.
     """
 
+    def _translation_invariant_output(self) -> str | None:
+        return "predict_proba"
+
     def _check_param_combination(self) -> None:
         if self.solver == "svd" and self.shrinkage is not None:
             raise InvalidParameterError(

@@ -213,7 +213,12 @@ def pairwise_kernel(X: np.ndarray, Y: np.ndarray | None, spec: KernelSpec) -> np
             np.tanh(K, out=K)
         return K
     if kernel == "rbf":
-        # ||x||^2 + ||y||^2 - 2 <x, y>, clipped at 0 (scikit-learn's euclidean_distances)
+        # ||x||^2 + ||y||^2 - 2 <x, y>, clipped at 0 (scikit-learn's euclidean_distances), of
+        # rows centred on a common point first: distances do not depend on it, and the
+        # expansion then cancels no digits when the data sit on a large offset
+        shift = Y.mean(axis=0)
+        X = X - shift
+        Y = X if same else Y - shift
         K = X @ Y.T
         K *= -2.0
         K += _sq_norms(X)[:, None]

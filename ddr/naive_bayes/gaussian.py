@@ -112,6 +112,9 @@ class GaussianNB(BaseGenerativeClassifier):
         self.priors = priors
         self.var_smoothing = var_smoothing
 
+    def _translation_invariant_output(self) -> str | None:
+        return "predict_proba"
+
     def _statistics(self) -> dict[str, StatSpec]:
         return {"class_moments_": ClassMoments.spec(diagonal=True)}
 

@@ -199,6 +199,9 @@ class KernelNB(BaseGenerativeClassifier):
         "max_exact_samples": [Interval(Integral, 1, None, closed="left")],
     }
 
+    def _translation_invariant_output(self) -> str | None:
+        return "predict_proba"
+
     def _scaling(self) -> str:
         if self.bandwidth_scaling is not None:
             return self.bandwidth_scaling

@@ -46,7 +46,10 @@ def _aligned(args: dict[str, Any]) -> dict[str, Any]:
             and len(dims) == 1
             and dims[0] != sdim
         ):
+            # stored along another dim (e.g. ``index``): paired by position, so its own
+            # coordinate (if any) must not be matched against X's
             value = value.rename({dims[0]: sdim})
+            value = value.drop_vars(sdim) if sdim in value.coords else value
         if role != "X" and getattr(getattr(value, "dtype", None), "kind", None) == "T":
             value = value.astype(object)
         out[role] = value

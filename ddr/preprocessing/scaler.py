@@ -123,6 +123,9 @@ class StandardScaler(DDRMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstim
         n = state.get("n_features_in_")
         return n if isinstance(n, int) else None
 
+    def _translation_invariant_output(self) -> str | None:
+        return "transform" if self.with_mean else None
+
     # -------------------------------------------------------------------- fit
     @fit_context
     def fit(

@@ -10,7 +10,15 @@ from typing import Any, Literal
 import dask.array as da
 import numpy as np
 
-__all__ = ["Rows", "align_to_rows", "as_rows", "is_dask", "is_xarray", "row_chunk_message"]
+__all__ = [
+    "Rows",
+    "align_by_coordinate",
+    "align_to_rows",
+    "as_rows",
+    "is_dask",
+    "is_xarray",
+    "row_chunk_message",
+]
 
 Kind = Literal["numpy", "dask", "xarray"]
 
@@ -113,11 +121,33 @@ def _check_numeric(dtype: np.dtype, name: str) -> None:
         raise TypeError(f"{name} must have a numeric dtype; got dtype {dtype}")
 
 
+def align_by_coordinate(v: Any, rows: Rows, name: str) -> Any:
+    """A DataArray ``v`` along the rows' sample dim, put in the order of the rows' sample
+    coordinate (as xarray aligns): labels in another order are reordered; labels that do not
+    match refuse with a message. Without a coordinate on either side the order is the
+    position. Never pairs a row of X with the label of another row."""
+    sdim = rows.sample_dim
+    if rows.kind != "xarray" or sdim is None or sdim not in v.dims:
+        return v
+    ours, theirs = rows.template.indexes.get(sdim), v.indexes.get(sdim)
+    if ours is None or theirs is None or ours.equals(theirs):
+        return v
+    if len(theirs) == len(ours) and theirs.is_unique and theirs.isin(ours).all():
+        return v.sel({sdim: ours})
+    missing = ours.difference(theirs)
+    raise ValueError(
+        f"{name}'s {sdim!r} coordinate does not match X's: {len(missing)} sample(s) of X have "
+        f"no {name} (e.g. {list(missing[:3])}); give {name} for exactly X's samples (xarray "
+        f"aligns by coordinate, and so does ddr: {name}.sel({sdim}=X.{sdim}))"
+    )
+
+
 def align_to_rows(v: Any, rows: Rows, name: str) -> Any:
     """A 1-D per-sample vector (labels or weights) in the form of ``rows``.
 
     For dask rows the result is a dask array with the same row chunks; for numpy rows a numpy
-    array. xarray vectors are taken by value (their sample dim must be the rows' sample dim).
+    array. A DataArray must lie along the rows' sample dim; it is aligned to X by the sample
+    coordinate (:func:`align_by_coordinate`), then taken by value.
     """
     if v is None:
         return None
@@ -126,7 +156,7 @@ def align_to_rows(v: Any, rows: Rows, name: str) -> Any:
             raise ValueError(
                 f"{name} must be 1-D along {rows.sample_dim!r}; got a DataArray with dims {v.dims}"
             )
-        v = v.data
+        v = align_by_coordinate(v, rows, name).data
     n = rows.shape[0]
     if not rows.is_lazy:
         v = np.asarray(v.compute() if is_dask(v) else v)

@@ -187,10 +187,15 @@ class Moments(Statistic):
             raise ValueError(f"nan_policy must be one of {_NAN_POLICIES}; got {nan_policy!r}")
         w = check_weights(sample_weight, X.shape[0])
         n_rows = X.shape[0]
-        if nan_policy == "omit" and X.dtype.kind == "f":
-            if diagonal:
+        if nan_policy == "omit" and diagonal:
+            # per-feature counts whatever the dtype: integer blocks (no NaN) merge with float
+            # blocks of the same data
+            if X.dtype.kind == "f":
                 count, mean, scatter = _omit_diagonal(X, w)
                 return cls(count, mean, scatter, n_rows)
+            total, mean, scatter = _centred_sums(X, w, diagonal)
+            return cls(np.full(X.shape[1], float(total)), mean, scatter, n_rows)
+        if nan_policy == "omit" and X.dtype.kind == "f":
             complete = ~np.isnan(X).any(axis=1)
             if not complete.all():
                 X = X[complete]
