@@ -9,8 +9,7 @@ import pytest
 
 from ddr.config.document import parse_overrides
 from ddr.config.errors import Location
-from ddr.pipeline import PipelineError, json_schema, load_document
-from ddr.pipeline.registry import op_names
+from ddr.pipeline import PipelineError, json_schema, load_document, registry
 
 
 def load(text, overrides=()):
@@ -105,7 +104,7 @@ def test_overrides_are_typed_and_checked():
 
 
 def test_json_schema_lists_ops_and_sections():
-    schema = json_schema(op_names())
+    schema = json_schema(registry.ops())
     json.dumps(schema)
     assert schema["$schema"].endswith("2020-12/schema")
     assert set(schema["required"]) == {"ddr", "name", "inputs", "outputs"}
@@ -116,3 +115,31 @@ def test_json_schema_lists_ops_and_sections():
         d["properties"]["kind"]["const"] for k, d in schema["$defs"].items() if k.endswith("Output")
     }
     assert kinds == {"zarr", "model", "metrics", "plot"}
+
+
+def test_json_schema_describes_each_ops_parameters_from_their_declaration():
+    """One declaration: the schema of PPCA.fit's with: is its _parameter_constraints."""
+    import jsonschema
+
+    schema = json_schema(registry.ops())
+    by_op = {
+        rule["if"]["properties"]["op"]["const"]: rule["then"]["properties"]["with"]
+        for rule in schema["$defs"]["StepSpec"]["allOf"]
+    }
+    assert set(by_op) == set(registry.ops())
+    ppca = by_op["PPCA.fit"]
+    assert ppca["additionalProperties"] is False
+    assert ppca["properties"]["solver"]["enum"] == ["closed_form", "em"]
+    assert ppca["properties"]["max_iter"] == {
+        "type": "integer",
+        "minimum": 1,
+        "description": "an int in the range [1, inf)",
+        "default": 500,
+    }
+    assert by_op["load"]["required"] == ["path"]
+    step = {"$defs": schema["$defs"], **schema["$defs"]["StepSpec"]}
+    good = {"op": "PPCA.fit", "inputs": {"X": "X"}, "with": {"solver": "em", "max_iter": 3}}
+    jsonschema.validate(good, step)
+    for bad in ({"solver": "bogus"}, {"max_iter": 0}, {"n_component": 2}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**good, "with": bad}, step)
