@@ -91,7 +91,7 @@ def test_each_em_iteration_reads_the_data_once(rng):
     with dask.config.set(scheduler="threads"):
         em = PPCA(3, init="random", tol=1e-10).fit(arr)
         assert em.n_iter_ >= 5
-        assert counter.passes == em.n_iter_  # exactly one pass per EM iteration
+        assert counter.passes == em.n_iter_ + 1  # the start's moments, one per iteration
         counter.reset()
         em = PPCA(3, init="pca").fit(arr)
         assert counter.passes == em.n_iter_ + 1  # plus the init pass
@@ -387,3 +387,15 @@ def test_local_cluster(client, rng):
     ref = PPCA(2).fit(Xm)
     np.testing.assert_allclose(m.components_, ref.components_, atol=1e-10)
     np.testing.assert_allclose(m.impute(arr).compute(), ref.impute(Xm), atol=1e-10)
+
+
+@pytest.mark.parametrize("init", ["pca", "random"])
+def test_every_start_is_translation_invariant_on_a_1e8_offset(rng, init):
+    """Issue 15: the random start sat at mu = 0; on data at a 1e8 offset EM's first residuals
+    cancelled every digit and it stalled at sigma^2 ~ 7500. Both starts now start at the mean."""
+    X, _ = low_rank(rng, n=3000, d=6, q=2)
+    shift = 1e8 * np.linspace(-1.0, 1.0, 6)
+    ref = PPCA(2, init=init, tol=1e-12).fit(X)
+    got = PPCA(2, init=init, tol=1e-12).fit(X + shift)
+    assert got.noise_variance_ == pytest.approx(ref.noise_variance_, rel=1e-6)
+    np.testing.assert_allclose(got.transform(X[:50] + shift), ref.transform(X[:50]), atol=1e-5)

@@ -219,11 +219,11 @@ class PPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         ``closed_form`` is one pass of Moments and an eigendecomposition (complete data only);
         ``em`` handles missing values (NaN) exactly.
     init : {"pca", "random"}, default="pca"
-        EM start. ``pca``: one pass of pairwise-complete moments and the closed-form solution
-        of their covariance (on complete data this is already the ML solution: its
+        EM start, each one pass. ``pca``: pairwise-complete moments and the closed-form
+        solution of their covariance (on complete data this is already the ML solution: its
         likelihood, known from the moments, lets the first EM pass confirm convergence, so
-        the fit reads the data twice). ``random``: Gaussian W, mu = 0, sigma^2 = 1, no extra
-        pass.
+        the fit reads the data twice). ``random``: Gaussian W at the data's scale, mu the
+        data's mean, sigma^2 its mean variance (per-feature moments).
     random_state : int, default=0
         Seed of ``init="random"``.
 
@@ -247,8 +247,8 @@ class PPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
 
     Notes
     -----
-    Passes over the data: closed form 1; EM ``n_iter_`` (``init="random"``) or
-    ``n_iter_ + 1`` (``init="pca"``). Missing values: each row's posterior uses only its
+    Passes over the data: closed form 1; EM ``n_iter_ + 1`` (the start, then one per
+    iteration). Missing values: each row's posterior uses only its
     observed features; rows with no observed value carry no information and are ignored by
     fit (with a warning), get the prior (zero) as posterior mean, the mean as imputation and
     log-likelihood 0; a feature with no observed value makes fit raise ValueError.
@@ -421,8 +421,15 @@ class PPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
                     pm.n_rows, pm.covariance(), pm.mean, params.W, params.mu, params.s2
                 )
         else:
+            # a random W around the data's mean and at its scale, from one pass of diagonal
+            # moments: a start at the origin is not translation-equivariant (on data at a 1e8
+            # offset EM from mu = 0 cancels every digit of its first residuals and stalls)
+            mom = compute(Moments.spec(diagonal=True, nan_policy="omit"), rows.data)
+            self._check_columns(mom.count)
+            scale = max(float(np.mean(mom.variance(0))), np.finfo(float).tiny)
             rng = np.random.default_rng(self.random_state)
-            params = PPCAParams(rng.standard_normal((d, q)), np.zeros(d), 1.0)
+            W = rng.standard_normal((d, q)) * np.sqrt(scale)
+            params = PPCAParams(W, mom.mean.copy(), scale)
         floor = None
         converged = False
         n_iter = 0
