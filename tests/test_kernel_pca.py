@@ -335,3 +335,16 @@ def test_rbf_kernel_pca_is_translation_invariant_on_a_1e8_offset(rng, method):
     ref = KernelPCA(3, **kw).fit(X).transform(X[:50])
     got = KernelPCA(3, **kw).fit(X + shift).transform(X[:50] + shift)
     np.testing.assert_allclose(got, ref, atol=1e-6 * np.abs(ref).max())
+
+
+def test_kmeans_landmarks_are_translation_invariant_on_a_1e8_offset(rng):
+    """k-means++ seeding compares expanded squared distances: on the raw offset rows it chose
+    other landmarks (scores 14 % off); on centred rows it chooses the same ones."""
+    X = rng.standard_normal((1500, 3)) + np.repeat(np.eye(3) * 4, 500, axis=0)
+    shift = 1e8 * np.array([1.0, -1.0, 0.5])
+    kw = {"kernel": "rbf", "gamma": 0.2, "method": "nystrom", "n_landmarks": 60}
+    ref = KernelPCA(2, landmarks="kmeans++", **kw).fit(X)
+    got = KernelPCA(2, landmarks="kmeans++", **kw).fit(X + shift)
+    np.testing.assert_allclose(got.landmarks_ - shift, ref.landmarks_, atol=1e-6)
+    out, expect = got.transform(X[:40] + shift), ref.transform(X[:40])
+    np.testing.assert_allclose(out, expect, atol=1e-6 * np.abs(expect).max())

@@ -126,7 +126,9 @@ def select_landmarks(
         idx = np.sort(random_state.choice(n, size=s, replace=False))
         sample = sample_rows(X, idx)
         seed = int(random_state.integers(2**31 - 1))
-        _, chosen = kmeans_plusplus(sample, n_landmarks, random_state=seed)
+        # seeding compares squared distances (expanded: |x|^2 + |c|^2 - 2 x.c); centred rows
+        # keep them exact when the data sit on a large offset
+        _, chosen = kmeans_plusplus(sample - sample.mean(axis=0), n_landmarks, random_state=seed)
         return sample[chosen]
     raise ValueError(f"landmarks must be one of {LANDMARK_METHODS}; got {method!r}")
 
