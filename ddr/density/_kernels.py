@@ -38,7 +38,7 @@ COMPACT_KERNELS = frozenset({"tophat", "epanechnikov", "linear", "cosine"})
 #: (measured in tests/test_kde.py); ``algorithm="auto"`` bins only these. The others are not
 #: smooth (the tophat jumps; epanechnikov, linear and cosine have kinks at the edge of their
 #: support, exponential at 0), which makes linear binning's error first order, within
-#: ``spacing / h`` (measured 0.1 of it, 0.6 for the tophat).
+#: ``spacing / h`` (measured on a normal sample: the tophat 0.4 of it, the others < 0.01).
 BINNED_KERNELS = frozenset({"gaussian"})
 
 # Beyond these radii (in bandwidths) a kernel is below exp(-40) ~ 4e-18 of its peak.
