@@ -151,11 +151,9 @@ CONTINUOUS = "scikit-learn's check feeds continuous values; category codes must 
 @pytest.mark.parametrize(
     "est, expected",
     [
-        (ddr.GaussianDensity(), {"check_sample_weight_equivalence_on_dense_data": SINGULAR}),
-        (ddr.GaussianDensity(reg_covar=1e-6), {}),
-        (ddr.CategoricalDensity(), {"check_sample_weight_equivalence_on_dense_data": CONTINUOUS}),
+        (ddr.GaussianDensity(reg_covar=1e-6), {}),  # the defaults: tests/test_common.py
     ],
-    ids=["gaussian", "gaussian-reg", "categorical"],
+    ids=["gaussian-reg"],
 )
 def test_check_estimator(est, expected):
     with warnings.catch_warnings():

@@ -15,7 +15,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn import discriminant_analysis as skda
 from sklearn.datasets import load_breast_cancer, load_digits, load_iris, load_wine
-from sklearn.utils.estimator_checks import check_estimator
 
 import ddr
 from ddr.discriminant_analysis._ledoit_wolf import ClassFourthMoments, ledoit_wolf_covariance
@@ -347,14 +346,7 @@ def test_ledoit_wolf_from_moments_matches_sklearn(rng):
     assert 0 < shrink < 1
 
 
-# ----------------------------------------------------------------------- check_estimator
-@pytest.mark.parametrize(
-    "est", [ddr.QuadraticDiscriminantAnalysis(), ddr.LinearDiscriminantAnalysis()], ids=repr
-)
-def test_check_estimator(est):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        check_estimator(est)
+# check_estimator of every estimator with its defaults: tests/test_common.py
 
 
 @pytest.mark.parametrize("solver", ["svd", "lsqr", "eigen"])

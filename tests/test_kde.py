@@ -384,11 +384,10 @@ SINGULAR = (
 @pytest.mark.parametrize(
     "est, expected",
     [
-        (ddr.KernelDensity(bandwidth_scaling="none", bandwidth=1.0), {}),
-        (ddr.KernelDensity(), {"check_sample_weight_equivalence_on_dense_data": SINGULAR}),
+        (ddr.KernelDensity(bandwidth=1.0), {}),  # the default: tests/test_common.py
         (ddr.KernelDensity(bandwidth="cv", bandwidth_scaling="none"), {}),
     ],
-    ids=["unscaled", "scaled", "cv"],
+    ids=["unscaled", "cv"],
 )
 def test_check_estimator(est, expected):
     with warnings.catch_warnings():

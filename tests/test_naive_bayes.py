@@ -13,7 +13,6 @@ import xarray as xr
 from sklearn import naive_bayes as sknb
 from sklearn.datasets import load_breast_cancer, load_digits, load_iris, load_wine
 from sklearn.neighbors import KernelDensity as SkKDE
-from sklearn.utils.estimator_checks import check_estimator
 
 import ddr
 from ddr.testing import counting_dask_array
@@ -486,30 +485,4 @@ def test_save_and_load_round_trip(tmp_path):
         np.testing.assert_array_equal(back.predict_proba(X), est.predict_proba(X))
 
 
-# --------------------------------------------------------------------- check_estimator
-CATEGORICAL_ON_CONTINUOUS = (
-    "scikit-learn's check feeds continuous values; ddr refuses non-integer category codes "
-    "where scikit-learn silently truncates them"
-)
-
-
-@pytest.mark.parametrize(
-    "est, expected",
-    [
-        (ddr.GaussianNB(), {}),
-        (ddr.BernoulliNB(), {}),
-        (ddr.KernelNB(), {}),
-        (
-            ddr.CategoricalNB(),
-            {
-                "check_sample_weight_equivalence_on_dense_data": CATEGORICAL_ON_CONTINUOUS,
-                "check_classifiers_one_label_sample_weights": CATEGORICAL_ON_CONTINUOUS,
-            },
-        ),
-    ],
-    ids=lambda v: type(v).__name__ if not isinstance(v, dict) else "",
-)
-def test_check_estimator(est, expected):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        check_estimator(est, expected_failed_checks=expected)
+# check_estimator of every estimator with its defaults: tests/test_common.py

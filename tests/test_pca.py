@@ -346,7 +346,6 @@ def test_on_local_cluster(client, rng):
 
 @parametrize_with_checks(
     [
-        PCA(),
         PCA(2, whiten=True),
         PCA(0.8, solver="covariance"),
         PCA(2, solver="randomized", random_state=0),

@@ -361,8 +361,7 @@ def test_save_load_and_public_name(rng, tmp_path):
 @pytest.mark.parametrize(
     ("est", "expected"),
     [
-        (PPCA(), {}),
-        (PPCA(1, init="random"), {}),
+        (PPCA(1, init="random"), {}),  # the default: tests/test_common.py
         (
             PPCA(1, solver="closed_form"),
             {

@@ -387,7 +387,9 @@ def check_params(op: Op, given: dict[str, Any]) -> list[tuple[str | None, str]]:
         return problems
     known = {k: v for k, v in given.items() if k in op.params}
     try:
-        op.cls(**known)._check_param_combination()
+        est = op.cls(**known)
+        if hasattr(est, "_check_param_combination"):
+            est._check_param_combination()
     except (TypeError, ValueError) as exc:
         return [(_named_param(str(exc), known), str(exc))]
     return []
