@@ -372,7 +372,7 @@ def test_save_load_and_public_name(rng, tmp_path):
             },
         ),
     ],
-    ids=["em", "em-random", "closed_form"],
+    ids=["em-random", "closed_form"],
 )
 def test_check_estimator(est, expected):
     check_estimator(est, expected_failed_checks=expected)
