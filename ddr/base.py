@@ -31,6 +31,7 @@ __all__ = [
     "InvalidParameterError",
     "fit_context",
     "map_rows",
+    "rank_limit",
 ]
 
 #: scikit-learn's decorator for ``fit``, ``partial_fit`` and ``_fit_plan``: the parameters are
@@ -315,6 +316,14 @@ class DDRMixin:
         from ddr.io.models import save_model  # io sits above estimators; imported on use
 
         save_model(self, path, if_exists=if_exists)
+
+
+def rank_limit(cls: type, n_samples: int | None, n_features: int | None) -> tuple[int, str] | None:
+    """``_n_components_limit`` of estimators whose components span the data:
+    ``min(n_samples, n_features)`` (assign with ``classmethod(rank_limit)``)."""
+    if not (n_samples and n_features):
+        return None
+    return min(n_samples, n_features), f"min(n_samples={n_samples}, n_features={n_features})"
 
 
 def _is_lazy_or_xarray(X: Any) -> bool:

@@ -29,7 +29,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils import check_array
 from sklearn.utils._param_validation import Interval
 
-from ddr.base import FEATURE, DDRMixin, FitPlan, fit_context, map_rows
+from ddr.base import FEATURE, DDRMixin, FitPlan, fit_context, map_rows, rank_limit
 from ddr.linalg.signs import component_signs
 from ddr.stats import Moments, lazy
 from ddr.stats._input import Rows, align_by_coordinate, as_rows, is_dask, is_xarray
@@ -110,13 +110,7 @@ class CCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         "reg": [Interval(Real, 0, 1, closed="both")],
     }
 
-    @classmethod
-    def _n_components_limit(
-        cls, n_samples: int | None, n_features: int | None
-    ) -> tuple[int, str] | None:
-        if not (n_samples and n_features):
-            return None
-        return min(n_samples, n_features), f"min(n_samples={n_samples}, n_features={n_features})"
+    _n_components_limit = classmethod(rank_limit)
 
     def _translation_invariant_output(self) -> str | None:
         return "transform"

@@ -33,7 +33,7 @@ from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from ddr.base import FEATURE, DDRMixin, FitPlan, fit_context, map_rows
+from ddr.base import FEATURE, DDRMixin, FitPlan, fit_context, map_rows, rank_limit
 from ddr.decomposition._pca_solvers import (
     Spectrum,
     solve_covariance,
@@ -224,13 +224,7 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         self.random_state = random_state
 
     # ------------------------------------------------------------- parameters
-    @classmethod
-    def _n_components_limit(
-        cls, n_samples: int | None, n_features: int | None
-    ) -> tuple[int, str] | None:
-        if not (n_samples and n_features):
-            return None
-        return min(n_samples, n_features), f"min(n_samples={n_samples}, n_features={n_features})"
+    _n_components_limit = classmethod(rank_limit)
 
     def _resolve_solver(self, n_features: int) -> str:
         if self.solver != "auto":

@@ -25,10 +25,18 @@ import numpy as np
 from ddr.stats._checks import check_block, check_weights
 from ddr.stats.base import Statistic
 
-__all__ = ["RULES", "SCALINGS", "WeightSums", "rule_factor"]
+__all__ = ["RULES", "SCALINGS", "WeightSums", "resolve_scaling", "rule_factor"]
 
 RULES = ("scott", "silverman", "cv")
 SCALINGS = ("covariance", "none")
+
+
+def resolve_scaling(scaling: str | None, bandwidth: Any) -> str:
+    """The convention used: the one named, else "none" for a number (a bandwidth in data
+    units) and "covariance" for a rule of thumb or "cv"."""
+    if scaling is not None:
+        return scaling
+    return "covariance" if isinstance(bandwidth, str) else "none"
 
 
 def rule_factor(rule: str, n: float, d: int) -> float:

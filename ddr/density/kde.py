@@ -17,7 +17,14 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ddr.base import DDRMixin, FitPlan, InvalidParameterError, fit_context, map_rows
-from ddr.density._bandwidth import RULES, SCALINGS, WeightSums, default_cv_grid, rule_factor
+from ddr.density._bandwidth import (
+    RULES,
+    SCALINGS,
+    WeightSums,
+    default_cv_grid,
+    resolve_scaling,
+    rule_factor,
+)
 from ddr.density._binned import (
     LatticeHistogram,
     binned_log_sums,
@@ -208,9 +215,7 @@ class KernelDensity(DDRMixin, BaseEstimator):
         return "score_samples"
 
     def _scaling(self) -> str:
-        if self.bandwidth_scaling is not None:
-            return self.bandwidth_scaling
-        return "covariance" if isinstance(self.bandwidth, str) else "none"
+        return resolve_scaling(self.bandwidth_scaling, self.bandwidth)
 
     @fit_context
     def fit(

@@ -17,7 +17,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ddr.base import FEATURE
-from ddr.density._bandwidth import SCALINGS, rule_factor
+from ddr.density._bandwidth import SCALINGS, resolve_scaling, rule_factor
 from ddr.density._binned import RELIABLE, grid_sums
 from ddr.density._kernels import BINNED_KERNELS, KERNELS, log_kernel_norm, log_kernel_sums
 from ddr.naive_bayes._base import BaseGenerativeClassifier, class_log_prior, empirical_or_given
@@ -203,9 +203,7 @@ class KernelNB(BaseGenerativeClassifier):
         return "predict_proba"
 
     def _scaling(self) -> str:
-        if self.bandwidth_scaling is not None:
-            return self.bandwidth_scaling
-        return "covariance" if isinstance(self.bandwidth, str) else "none"
+        return resolve_scaling(self.bandwidth_scaling, self.bandwidth)
 
     # ------------------------------------------------------------- statistics
     def _statistics(self) -> dict[str, StatSpec]:

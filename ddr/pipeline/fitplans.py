@@ -1,10 +1,9 @@
 """Calling estimators from the runner: arguments by role, and one-pass fit plans.
 
 :func:`fit_plan` asks an estimator for its :class:`ddr.base.FitPlan` (the one-pass fit
-protocol). Generative classifiers (naive Bayes, QDA, LDA) whose class does not implement
-``_fit_plan`` yet get one built here from the hooks their base class already has
-(``_statistics``, ``_store``); once ``BaseGenerativeClassifier._fit_plan`` exists it is used
-instead and this fallback is never reached.
+protocol: every estimator whose fit is one pass of statistics implements ``_fit_plan``;
+the common test suite makes sure of it). Errors it raises are the estimator's refusal of
+the inputs and propagate to the caller.
 """
 
 from __future__ import annotations
