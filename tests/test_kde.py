@@ -208,12 +208,12 @@ def test_binned_error_against_exact(rng, d, kernel):
 def test_binned_error_of_non_smooth_kernels_is_first_order(rng, kernel):
     """Kernels with jumps or kinks miss the second-order bound; asked for, their binned
     estimate is within spacing / h in the bulk (documented)."""
-    X = rng.standard_normal((200_000, 1))
-    binned = ddr.KernelDensity(kernel=kernel, bandwidth=0.2, algorithm="binned").fit(X)
-    exact = ddr.KernelDensity(kernel=kernel, bandwidth=0.2, algorithm="exact").fit(X)
-    Q = np.linspace(-2, 2, 201)[:, None]
+    X = rng.standard_normal((60_000, 1))
+    binned = ddr.KernelDensity(kernel=kernel, bandwidth=0.3, algorithm="binned").fit(X)
+    exact = ddr.KernelDensity(kernel=kernel, bandwidth=0.3, algorithm="exact").fit(X)
+    Q = np.linspace(-2, 2, 101)[:, None]
     err = np.max(np.abs(np.expm1(binned.score_samples(Q) - exact.score_samples(Q))))
-    assert err < binned.histogram_.spacing[0] / 0.2
+    assert err < binned.histogram_.spacing[0] / 0.3
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -416,10 +416,10 @@ def test_binned_lattice_does_not_depend_on_chunking_with_a_one_row_last_chunk():
 
 @pytest.mark.parametrize("d", [1, 2])
 def test_lattice_histogram_merge_order_does_not_change_it(rng, d):
-    X = rng.standard_normal((5000, d)) * [1.0, 1e-3][:d] + [3e8, -5.0][:d]
+    X = rng.standard_normal((1000, d)) * [1.0, 1e-3][:d] + [3e8, -5.0][:d]
     X[-1] = X[0]  # a one-row block below is constant in every feature
     whole = LatticeHistogram.from_block(X, n_bins=256)
-    splits = [0, 1, 7, 2500, 4999, 5000]
+    splits = [0, 1, 7, 500, 999, 1000]
     blocks = [LatticeHistogram.from_block(X[a:b], n_bins=256) for a, b in pairwise(splits)]
     for order in (blocks, blocks[::-1], [blocks[2], blocks[0], blocks[4], blocks[1], blocks[3]]):
         merged = order[0]
