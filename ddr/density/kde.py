@@ -126,8 +126,9 @@ class KernelDensity(DDRMixin, BaseEstimator):
         the lattice directly). The relative density error is within about
         ``2 d (spacing / h)^2`` in the bulk (``h`` the kernel's smallest axis, spacing at most
         4 x range / n_bins; tested against "exact"), e.g. 0.5% at 20 lattice spacings per
-        bandwidth; log-densities in the tails stay within 1% relative. That bound needs a
-        continuous kernel: a tophat's jumps make the error first order, ``~ spacing / h``.
+        bandwidth; log-densities in the tails stay within 1% relative. That bound is the
+        Gaussian kernel's: the other kernels jump or have kinks, which makes the error first
+        order, within ``spacing / h``.
         "auto": binned for 1-D/2-D data with more than 50 000 rows and a kernel in
         :data:`BINNED_KERNELS`, exact otherwise.
     n_bins : int, optional

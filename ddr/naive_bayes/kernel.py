@@ -125,8 +125,8 @@ class KernelNB(BaseGenerativeClassifier):
         ``2 (spacing / h)^2`` in the bulk (tested against "exact"; 0.5% at 20 lattice
         spacings per bandwidth), log-densities in the tails stay accurate to 1% relative.
         "auto": exact for ``fit`` on at most 5000 rows, binned otherwise and for
-        ``partial_fit`` (exact always for the tophat kernel, whose binned error is first
-        order; see :data:`ddr.density._kernels.BINNED_KERNELS`).
+        ``partial_fit``, for the Gaussian kernel; exact always for the other kernels, whose
+        binned error is first order (:data:`ddr.density._kernels.BINNED_KERNELS`).
     n_bins : int, default=2048
     priors : array-like of shape (n_classes,), optional
     var_smoothing : float, default=1e-9
