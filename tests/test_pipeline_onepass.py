@@ -102,7 +102,7 @@ def test_densities_share_the_pass_issue_15(data, tmp_path, monkeypatch):
     assert [p.kind for p in plan.phases] == ["batch"]
     assert plan.passes() == {"X": "1"}
     with dask.config.set(scheduler="threads"), ReadCounter() as counter:
-        run_plan(plan, progress=False)
+        run_plan(plan)
     assert counter.passes(data / "demo.zarr", "X") == pytest.approx(1.0)
     X = open_input(data / "demo.zarr", "X")
     with dask.config.set(scheduler="threads"):
