@@ -322,6 +322,7 @@ class Context:
         children: bool | None = None,
         timeout: float = 900.0,
         paired_floor: bool = False,
+        floor: Callable[[], float] | None = None,
     ) -> Row:
         """Run ``fn`` under ``scheduler`` and record a row (median of ``repeat`` runs).
 
@@ -334,6 +335,8 @@ class Context:
         not timed): their passes are reported as "in memory". ``children`` includes the
         memory of child processes (default: for cluster rows only). A cluster row that loses
         its workers for good, or runs past ``timeout`` seconds, is recorded as failed.
+        ``floor`` times another floor for ``paired_floor`` (e.g. dask's pass over the same
+        data on an object store) instead of dask's pass over the local dataset.
         """
         label = f"{method} ({SCHEDULER_LABEL[scheduler]})"
         for cached in [k for k in self._numpy if k != dataset]:
@@ -341,7 +344,7 @@ class Context:
         runs, floors = [], []
         for _ in range(max(self.repeat, PAIRED_REPEAT) if paired_floor else self.repeat):
             if paired_floor:
-                floors.append(self._time_floor(dataset))
+                floors.append(floor() if floor is not None else self._time_floor(dataset))
             with self._scheduler(scheduler):
                 self._reset_counters()
                 error, metrics = None, {}

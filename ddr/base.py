@@ -308,14 +308,17 @@ class DDRMixin:
         return xr.DataArray(value, dims=dims, coords=coords, name=name.rstrip("_"))
 
     # ------------------------------------------------------------ persistence
-    def save(self, path: str, *, if_exists: str = "error") -> None:
+    def save(
+        self, path: Any, *, if_exists: str = "error", storage_options: dict | None = None
+    ) -> None:
         """Save the fitted estimator to a Zarr group (arrays as arrays, parameters as JSON).
 
-        Load it back with :func:`ddr.load`. No pickle is written.
+        ``path`` is a local path or a URL (``s3://...``; ``storage_options`` as for
+        :func:`ddr.io.open_input`). Load it back with :func:`ddr.load`. No pickle is written.
         """
         from ddr.io.models import save_model  # io sits above estimators; imported on use
 
-        save_model(self, path, if_exists=if_exists)
+        save_model(self, path, if_exists=if_exists, storage_options=storage_options)
 
 
 def rank_limit(cls: type, n_samples: int | None, n_features: int | None) -> tuple[int, str] | None:

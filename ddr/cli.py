@@ -130,7 +130,9 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Only warnings and
 
 
 def _fail(message: str, code: int) -> None:
-    typer.echo(f"ddr: error: {message}", err=True)
+    from ddr.io.locations import redact
+
+    typer.echo(f"ddr: error: {redact(message)}", err=True)
     raise typer.Exit(code)
 
 
@@ -187,17 +189,18 @@ def run(
         ),
     ] = False,
     summary: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             metavar="FILE",
-            help="Write the run summary JSON here (also run.summary); the log goes beside "
-            "it (.log).",
+            help="Write the run summary JSON here, a path or URL (also run.summary); the log "
+            "goes beside a local one (.log).",
         ),
     ] = None,
     performance_report: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
-            metavar="FILE", help="Write a dask performance report (HTML) here (distributed only)."
+            metavar="FILE",
+            help="Write a dask performance report (HTML) here, a path or URL (distributed only).",
         ),
     ] = None,
     progress: Annotated[
@@ -241,8 +244,10 @@ def run(
         return
     from ddr._log import console
 
-    summary_path = str(summary) if summary else plan.pipeline.run.summary
-    log_file = Path(summary_path).with_suffix(".log") if summary_path else None
+    summary_path = summary or plan.pipeline.run.summary
+    # the log goes beside a local summary (a log file at a URL would be written as it grows)
+    local_summary = summary_path is not None and "://" not in summary_path
+    log_file = Path(summary_path).with_suffix(".log") if local_summary else None
     show_bar = plan.pipeline.run.progress if progress is None else progress
     with console(-1 if quiet else int(verbose), progress=show_bar, log_file=log_file) as shown:
         result, code = _run(plan, config, clock, shown, summary_path, performance_report)
@@ -251,7 +256,8 @@ def run(
         text = result.format()
         typer.echo(text if not code else text.splitlines()[0])
         if summary_path:
-            typer.echo(f"summary: {_rel(summary_path)}, log: {_rel(str(log_file))}")
+            where_log = f", log: {_rel(str(log_file))}" if log_file else ""
+            typer.echo(f"summary: {_rel(summary_path)}{where_log}")
     if code:
         raise typer.Exit(code)
 
@@ -277,7 +283,7 @@ def _run(
     clock: Any,
     shown: list[Any],
     summary_path: str | None,
-    performance_report: Path | None,
+    performance_report: str | None,
 ) -> tuple[Any, int]:
     """Start the cluster, run, stop the cluster; the summary (also written to
     ``summary_path`` with the final times) and the exit code."""
@@ -287,10 +293,15 @@ def _run(
     from ddr._log import quiet_interrupted_shutdown, watch_cluster
     from ddr.cluster import cluster_client
     from ddr.config.errors import RunError
+    from ddr.io.locations import redact
+    from ddr.pipeline.plan import run_location
     from ddr.pipeline.runner import run_plan
     from ddr.pipeline.summary import RunSummary
 
     log = logging.getLogger("ddr.cli")
+    summary_at = (
+        run_location(summary_path, plan.pipeline.run.storage_options) if summary_path else None
+    )
     for out in plan.outputs:
         if out.action == "overwrite" and out.reason.startswith("complete but outdated"):
             log.info("rewriting %s: %s", _rel(out.path), out.reason)
@@ -312,7 +323,7 @@ def _run(
                 result = run_plan(
                     plan,
                     summary_path=summary_path,
-                    performance_report=str(performance_report) if performance_report else None,
+                    performance_report=performance_report,
                     argv=argv,
                     clock=clock,
                 )
@@ -322,27 +333,27 @@ def _run(
             finally:
                 closing = time.perf_counter()
     except RunError as exc:
-        log.error("run failed: %s", exc)
+        log.error("run failed: %s", redact(str(exc)))
         log.debug("where it failed:", exc_info=True)
         code = 1
     except KeyboardInterrupt:
         log.error("interrupted; outputs being written stay marked incomplete")
         code = 130
     except Exception as exc:  # the cluster failed to start, a worker died, ...
-        log.error("run failed: %s: %s", type(exc).__name__, exc)
+        log.error("run failed: %s: %s", type(exc).__name__, redact(str(exc)))
         log.debug("where it failed:", exc_info=True)
         code = 1
     if closing is not None:
         clock.add("cluster shutdown", time.perf_counter() - closing)
-    if result is None and ran and summary_path:  # failed or interrupted: its summary file
+    if result is None and ran and summary_at:  # failed or interrupted: its summary file
         try:
-            result = RunSummary.read(summary_path)
+            result = RunSummary.read(summary_at)
         except (OSError, ValueError, TypeError) as exc:
-            log.warning("could not read the run summary %s: %s", summary_path, exc)
+            log.warning("could not read the run summary %s: %s", summary_path, redact(str(exc)))
     if result is not None:  # with the whole wall time, now that the cluster is gone
         result.clocked(clock)
-        if summary_path:
-            result.write(summary_path)
+        if summary_at:
+            result.write(summary_at)
     return result, code
 
 
@@ -412,7 +423,8 @@ def format_plan(plan: Any) -> str:
         state = {
             "run": "",
             "skip": "  [skipped: not needed]",
-            "load": f"  [load {_rel(step.load_from or '')}: complete, same fingerprint]",
+            "load": f"  [load {_rel(step.load_from.url if step.load_from else '')}: complete, "
+            "same fingerprint]",
         }
         pass_kind = ""
         if step.action == "run" and step.op.family in ("fit", "statistic"):
@@ -477,7 +489,7 @@ def plan_dict(plan: Any) -> dict[str, Any]:
                 "with": s.spec.with_,
                 "action": s.action,
                 "one_pass": s.one_pass,
-                "load_from": s.load_from,
+                "load_from": s.load_from.url if s.load_from else None,
                 "fingerprint": s.fingerprint,
             }
             for sid, s in plan.steps.items()
@@ -508,13 +520,9 @@ def plan_dict(plan: Any) -> dict[str, Any]:
 
 
 def _rel(path: str) -> str:
-    import os
+    from ddr.pipeline.summary import _rel as rel
 
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith("../..") else rel
+    return rel(path)
 
 
 @app.command(cls=Command, name="plan", short_help="Print what a run would read, fit and write.")
@@ -543,38 +551,39 @@ def plan_cmd(
 
 
 # ------------------------------------------------------------------------ inspect
-def inspect_path(path: Path) -> tuple[dict[str, Any], int]:
-    """What is at ``path`` (a ddr output, model, JSON or PNG) and the exit code for it."""
+def inspect_path(path: Any) -> tuple[dict[str, Any], int]:
+    """What is at ``path`` (a local path or URL: a ddr output, model, JSON or PNG) and the
+    exit code for it."""
     from ddr.io import output_status
-    from ddr.io.inputs import is_zarr_store
+    from ddr.io.locations import Location, redact, resolve
 
-    p = Path(path)
-    info: dict[str, Any] = {"path": str(p)}
+    p = resolve(path)
+    info: dict[str, Any] = {"path": p.url if isinstance(path, Location) else redact(str(path))}
     if not p.exists():
         info["status"] = "missing"
         return info, 2
-    if p.is_file():
+    if not p.is_zarr() and p.is_file():  # (HTTP servers may answer for a folder too)
         from ddr.pipeline.reports import read_fingerprint
 
         fp = read_fingerprint(p)
         info["status"] = "complete" if fp else "not-ddr"
         info["fingerprint"] = fp
-        info["bytes"] = p.stat().st_size
-        if p.suffix == ".json" and fp:
-            with p.open() as fh:
-                data = json.load(fh)
+        info["bytes"] = p.size()
+        if p.path.endswith(".json") and fp:
+            data = json.loads(p.read_bytes())
             info["keys"] = [k for k in data if not k.startswith("ddr:")]
         return info, 0
     status = output_status(p)
     info["status"] = status
-    if not is_zarr_store(p):
+    if not p.is_zarr():
         return info, 0
     import zarr
 
     try:
-        group = zarr.open_group(str(p), mode="r")
+        with p.errors("read"):
+            group = zarr.open_group(p.store(), mode="r")
     except Exception as exc:
-        info["error"] = f"{type(exc).__name__}: {exc}"
+        info["error"] = redact(f"{type(exc).__name__}: {exc}")
         return info, 1
     attrs = group.attrs.asdict()
     arrays = {}
@@ -616,10 +625,10 @@ def inspect_path(path: Path) -> tuple[dict[str, Any], int]:
 )
 def inspect_cmd(
     path: Annotated[
-        Path,
+        str,
         typer.Argument(
             metavar="PATH",
-            help="An output: Zarr group, saved model, JSON, PNG.",
+            help="An output (Zarr group, saved model, JSON, PNG): a path or URL.",
             show_default=False,
         ),
     ],
@@ -627,10 +636,14 @@ def inspect_cmd(
 ) -> None:
     """Say what an output holds, where it came from, and whether it is complete.
 
-    Exit code 0: complete (or not a ddr output); 1: INCOMPLETE (an interrupted run);
-    2: nothing at PATH.
+    PATH may be a URL (s3://..., gs://..., az://..., https://...); credentials come from the
+    environment. Exit code 0: complete (or not a ddr output); 1: INCOMPLETE (an interrupted
+    run); 2: nothing at PATH (or it cannot be reached).
     """
-    info, code = inspect_path(path)
+    try:
+        info, code = inspect_path(path)
+    except (OSError, ImportError, ValueError) as exc:
+        _fail(str(exc), 2)
     if as_json:
         typer.echo(json.dumps(info, indent=2, default=str))
         raise typer.Exit(code)
@@ -642,7 +655,7 @@ def inspect_cmd(
         "missing": "missing",
         "not-ddr": "not a ddr output",
     }[status]
-    typer.echo(f"{path}: {label}")
+    typer.echo(f"{info['path']}: {label}")
     for name, arr in info.get("arrays", {}).items():
         dims = f" dims {tuple(arr['dims'])}" if arr["dims"] else ""
         typer.echo(
@@ -727,8 +740,12 @@ def ops_cmd() -> None:
 )
 def demo_data(
     path: Annotated[
-        Path,
-        typer.Argument(metavar="PATH", help="Output Zarr group to create.", show_default=False),
+        str,
+        typer.Argument(
+            metavar="PATH",
+            help="Output Zarr group to create: a path or URL (s3://...).",
+            show_default=False,
+        ),
     ],
     n_samples: Annotated[int, typer.Option(metavar="N", help="Rows.")] = 100_000,
     n_features: Annotated[int, typer.Option(metavar="D", help="Columns.")] = 50,
@@ -792,7 +809,7 @@ def demo_data(
     start = time.perf_counter()
     try:
         write_demo_data(path, spec, if_exists="overwrite" if force else "error")
-    except (FileExistsError, ValueError) as exc:
+    except (OSError, ValueError, ImportError) as exc:
         _fail(str(exc), 2)
     size = n_samples * n_features * (4 if dtype == "float32" else 8) / 2**20
     n_chunks = -(-n_samples // spec.chunk_rows)

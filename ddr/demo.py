@@ -20,6 +20,7 @@ whole.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -232,9 +233,14 @@ def demo_dataset(spec: DemoSpec) -> xr.Dataset:
 
 
 def write_demo_data(
-    path: str | os.PathLike, spec: DemoSpec, *, if_exists: IfExists = "error"
+    path: str | os.PathLike,
+    spec: DemoSpec,
+    *,
+    if_exists: IfExists = "error",
+    storage_options: Mapping[str, Any] | None = None,
 ) -> None:
-    """Generate ``spec``'s dataset and write it to a Zarr group at ``path``.
+    """Generate ``spec``'s dataset and write it to a Zarr group at ``path`` (a local path or
+    a URL; ``storage_options`` as for :func:`ddr.io.write_zarr`).
 
     ``X`` is stored with chunks of ``chunk_rows`` complete rows (zstd), ``y`` with the same
     row chunks, and the truth arrays beside them. Writing follows the protocol of
@@ -250,4 +256,5 @@ def write_demo_data(
             "y": {"chunks": (spec.chunk_rows,)},
         },
         fingerprint=da.core.tokenize(asdict(spec)),
+        storage_options=storage_options,
     )

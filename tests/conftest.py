@@ -42,3 +42,33 @@ def client(cluster_client):
 
     with dask.config.set(scheduler=cluster_client):
         yield cluster_client
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory):
+    """moto's S3 server on a random loopback port, reached through ``AWS_ENDPOINT_URL`` and the
+    standard credential variables (set in this process for the session)."""
+    from ddr.testing import start_s3_server, stop_s3_server
+
+    server = start_s3_server(tmp_path_factory.mktemp("moto") / "moto.log")
+    saved = {k: os.environ.get(k) for k in server.env}
+    os.environ.update(server.env)
+    try:
+        yield server
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        stop_s3_server(server)
+
+
+@pytest.fixture
+def s3_client(s3, cluster_client):
+    """The session cluster as the active scheduler, its workers given the S3 environment."""
+    import dask
+
+    s3.share_with(cluster_client)
+    with dask.config.set(scheduler=cluster_client):
+        yield cluster_client

@@ -1,8 +1,9 @@
 """Open input arrays lazily: a Zarr array (v2 or v3), an array or variable in a Zarr group, or a
 variable of a netCDF file, as a dask-backed DataArray with its dims, coords and chunks.
 
-Every path opened here is remembered for the life of the process, and :mod:`ddr.io.outputs`
-refuses to write into any of them: a pipeline never overwrites its own input.
+Paths may be URLs (:mod:`ddr.io.locations`). Every location opened here is remembered for the
+life of the process, and :mod:`ddr.io.outputs` refuses to write into any of them: a pipeline
+never overwrites its own input.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import warnings
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import dask.array as da
@@ -18,40 +19,46 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from ddr.io.locations import Location, redact, resolve
 from ddr.io.zarr_chunks import from_zarr
 
 __all__ = ["describe_input", "open_input", "opened_inputs"]
 
 _NETCDF_SUFFIXES = (".nc", ".nc4", ".netcdf", ".h5", ".hdf5", ".cdf")
-_OPENED: set[Path] = set()
+_OPENED: set[Location] = set()
 _OPENED_LOCK = threading.Lock()
 
 
-def opened_inputs() -> frozenset[Path]:
-    """Resolved paths of every input opened in this process."""
+def opened_inputs() -> frozenset[Location]:
+    """Locations of every input opened in this process."""
     with _OPENED_LOCK:
         return frozenset(_OPENED)
 
 
-def _remember(path: Path) -> None:
+def _remember(loc: Location) -> None:
     with _OPENED_LOCK:
-        _OPENED.add(path.resolve())
+        _OPENED.add(loc)
 
 
-def is_zarr_store(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is a directory holding Zarr v2 or v3 metadata."""
-    p = Path(path)
-    return p.is_dir() and any((p / f).exists() for f in ("zarr.json", ".zgroup", ".zarray"))
-
-
-def _is_netcdf(path: Path) -> bool:
-    if path.suffix.lower() in _NETCDF_SUFFIXES:
+def _is_netcdf(loc: Location) -> bool:
+    if os.path.splitext(loc.path)[1].lower() in _NETCDF_SUFFIXES:
         return True
-    if path.is_file():
-        with path.open("rb") as fh:
+    if loc.is_local and os.path.isfile(loc.path):
+        with open(loc.path, "rb") as fh:
             head = fh.read(8)
         return head.startswith(b"CDF") or head.startswith(b"\x89HDF")
     return False
+
+
+def missing_message(loc: Location, shown: str, what: str) -> str:
+    """Why nothing is at ``loc``: its bucket does not exist, or nothing is there."""
+    bucket = loc.bucket
+    if (
+        bucket is not None
+        and not resolve(f"{loc.protocol}://{bucket}", loc.storage_options).exists()
+    ):
+        return loc.missing_bucket()
+    return f"no {what} at {shown!r}"
 
 
 def _array_dims(arr: zarr.Array) -> tuple[str, ...]:
@@ -86,18 +93,21 @@ def _list_arrays(group: zarr.Group) -> list[str]:
 
 
 def open_input(
-    path: str | os.PathLike,
+    path: str | os.PathLike | Location,
     name: str | None = None,
     *,
     chunks: dict[str, int] | None = None,
     protect: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> xr.DataArray:
     """Open an input array lazily.
 
     Parameters
     ----------
-    path : str or path-like
-        A Zarr array, a Zarr group (v2 or v3) or a netCDF file.
+    path : str, path-like or Location
+        A Zarr array or a Zarr group (v2 or v3), as a local path or a URL (``s3://``,
+        ``gs://``, ``az://``, ``http(s)://``, ``file://``, ``memory://``), or a local netCDF
+        file.
     name : str, optional
         The array or variable inside a group or netCDF file (``"a/b"`` for nested groups).
         Required for groups; not allowed for a bare Zarr array.
@@ -108,6 +118,9 @@ def open_input(
         Remember ``path`` as an input for the rest of the process, so that
         :func:`ddr.io.write_zarr` refuses to write into it (default). Pass ``False`` to read an
         output back without protecting it.
+    storage_options : mapping, optional
+        Options of the URL's filesystem (credentials, ``endpoint_url``, ...); by default
+        credentials and endpoints come from the environment and the usual config files.
 
     Returns
     -------
@@ -115,20 +128,27 @@ def open_input(
         Dask-backed, with the stored dims (or ``("sample", "feature")`` for a 2-D array
         without dim names), coordinates when the group is an xarray Dataset, and attributes.
     """
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"no Zarr store or netCDF file at {str(path)!r}")
-    if _is_netcdf(p):
-        out = _open_netcdf(p, name)
-    elif is_zarr_store(p):
-        out = _open_zarr(p, name)
+    loc = resolve(path, storage_options)
+    shown = redact(str(path)) if not isinstance(path, Location) else loc.url
+    if not loc.exists():
+        raise FileNotFoundError(missing_message(loc, shown, "Zarr store or netCDF file"))
+    if _is_netcdf(loc):
+        if not loc.is_local:
+            raise ValueError(
+                f"{shown!r}: netCDF inputs are read from local files; store the data as Zarr "
+                "to read it from a URL"
+            )
+        out = _open_netcdf(loc.path, shown, name)
+    elif loc.is_zarr():
+        with loc.errors("read"):
+            out = _open_zarr(loc, shown, name)
     else:
         raise ValueError(
-            f"{str(path)!r} is neither a Zarr store (no zarr.json, .zgroup or .zarray) nor a "
+            f"{shown!r} is neither a Zarr store (no zarr.json, .zgroup or .zarray) nor a "
             "netCDF file"
         )
     if protect:
-        _remember(p)
+        _remember(loc)
     if chunks:
         unknown = set(chunks) - set(out.dims)
         if unknown:
@@ -137,27 +157,27 @@ def open_input(
     return out
 
 
-def _open_zarr(path: Path, name: str | None) -> xr.DataArray:
-    node = zarr.open(store=str(path), mode="r")
+def _open_zarr(loc: Location, shown: str, name: str | None) -> xr.DataArray:
+    store = loc.store(read_only=True)
+    node = zarr.open(store=store, mode="r")
     if isinstance(node, zarr.Array):
         if name is not None:
-            raise ValueError(f"{str(path)!r} is a Zarr array; name={name!r} is only for groups")
-        return _from_zarr_array(node, path.name.removesuffix(".zarr"))
+            raise ValueError(f"{shown!r} is a Zarr array; name={name!r} is only for groups")
+        return _from_zarr_array(node, loc.name.removesuffix(".zarr"))
     if name is None:
         raise ValueError(
-            f"{str(path)!r} is a Zarr group, not an array; name one of its arrays with "
+            f"{shown!r} is a Zarr group, not an array; name one of its arrays with "
             f"name=... (arrays: {_list_arrays(node)})"
         )
     try:
         target = node[name]
     except KeyError:
         raise KeyError(
-            f"no array {name!r} in the Zarr group {str(path)!r}; arrays: {_list_arrays(node)}"
+            f"no array {name!r} in the Zarr group {shown!r}; arrays: {_list_arrays(node)}"
         ) from None
     if isinstance(target, zarr.Group):
         raise ValueError(
-            f"{name!r} in {str(path)!r} is a group, not an array; arrays in it: "
-            f"{_list_arrays(target)}"
+            f"{name!r} in {shown!r} is a group, not an array; arrays in it: {_list_arrays(target)}"
         )
     parent_path, _, leaf = name.rpartition("/")
     parent = node[parent_path] if parent_path else node
@@ -165,23 +185,23 @@ def _open_zarr(path: Path, name: str | None) -> xr.DataArray:
         # an xarray Dataset: open through xarray for its coordinates and CF decoding
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", category=RuntimeWarning)
-            ds = xr.open_zarr(str(path), group=parent_path or None, chunks={}, consolidated=False)
+            ds = xr.open_zarr(store, group=parent_path or None, chunks={}, consolidated=False)
         return ds[leaf]
     return _from_zarr_array(target, leaf)
 
 
-def _open_netcdf(path: Path, name: str | None) -> xr.DataArray:
+def _open_netcdf(path: str, shown: str, name: str | None) -> xr.DataArray:
     ds = xr.open_dataset(path, chunks={})
     if name is None:
         if len(ds.data_vars) != 1:
             raise ValueError(
-                f"{str(path)!r} holds several variables; name one with name=... "
+                f"{shown!r} holds several variables; name one with name=... "
                 f"(variables: {sorted(map(str, ds.data_vars))})"
             )
         name = str(next(iter(ds.data_vars)))
     if name not in ds.data_vars:
         raise KeyError(
-            f"no variable {name!r} in {str(path)!r}; variables: {sorted(map(str, ds.data_vars))}"
+            f"no variable {name!r} in {shown!r}; variables: {sorted(map(str, ds.data_vars))}"
         )
     return ds[name]
 

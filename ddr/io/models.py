@@ -22,12 +22,13 @@ import dataclasses
 import importlib
 import math
 import os
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import zarr
 
+from ddr.io.locations import Location, redact, resolve
 from ddr.io.outputs import (
     STATUS_ATTR,
     IfExists,
@@ -230,29 +231,35 @@ def _read_estimator(group: zarr.Group) -> Any:
 
 def save_model(
     est: Any,
-    path: str | os.PathLike,
+    path: str | os.PathLike | Location,
     *,
     if_exists: IfExists = "error",
     attrs: dict[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> None:
-    """Save a (fitted or unfitted) ddr estimator to a Zarr group at ``path``.
+    """Save a (fitted or unfitted) ddr estimator to a Zarr group at ``path`` (a local path
+    or a URL; ``storage_options`` as for :func:`ddr.io.open_input`).
 
-    The group is marked complete only after every array is written.
+    The group is marked complete only after every array is written: on an object store the
+    last write, one PUT of the group's metadata, is what says so.
     """
     import ddr
 
-    p = Path(path)
+    p = resolve(path, storage_options)
     check_not_input(p)
     if _prepare(p, if_exists, None) == "skip":
         return
-    group = zarr.open_group(str(p), mode="w-", zarr_format=3)
-    group.attrs[STATUS_ATTR] = "incomplete"
-    _write_estimator(est, group)
-    mark_complete(group, {**(attrs or {}), "ddr:version": ddr.__version__})
+    with p.errors("write"):
+        group = zarr.open_group(p.store(read_only=False), mode="w-", zarr_format=3)
+        group.attrs[STATUS_ATTR] = "incomplete"
+        _write_estimator(est, group)
+        mark_complete(group, redact({**(attrs or {}), "ddr:version": ddr.__version__}))
 
 
-def load(path: str | os.PathLike) -> Any:
-    """Load an estimator saved with ``est.save(path)``.
+def load(
+    path: str | os.PathLike | Location, storage_options: Mapping[str, Any] | None = None
+) -> Any:
+    """Load an estimator saved with ``est.save(path)`` (a local path or a URL).
 
     Raises
     ------
@@ -261,12 +268,15 @@ def load(path: str | os.PathLike) -> Any:
     ValueError
         The path holds no ddr model, or an incomplete one (an interrupted save).
     """
-    status = output_status(path)
+    p = resolve(path, storage_options)
+    shown = p.url if isinstance(path, Location) else redact(str(path))
+    status = output_status(p)
     if status == "missing":
-        raise FileNotFoundError(f"no saved model at {str(path)!r}")
+        raise FileNotFoundError(f"no saved model at {shown!r}")
     if status == "incomplete":
-        raise ValueError(f"the model at {str(path)!r} is incomplete (an interrupted save?)")
-    group = zarr.open_group(str(path), mode="r")
-    if MODEL_ATTR not in group.attrs:
-        raise ValueError(f"{str(path)!r} is not a saved ddr model (no {MODEL_ATTR} attribute)")
-    return _read_estimator(group)
+        raise ValueError(f"the model at {shown!r} is incomplete (an interrupted save?)")
+    with p.errors("read"):
+        group = zarr.open_group(p.store(), mode="r")
+        if MODEL_ATTR not in group.attrs:
+            raise ValueError(f"{shown!r} is not a saved ddr model (no {MODEL_ATTR} attribute)")
+        return _read_estimator(group)

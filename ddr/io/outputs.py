@@ -21,18 +21,22 @@ before anything is written.
 A crash anywhere before step 5 leaves a store that says it is incomplete; ``ddr inspect``
 and :func:`output_status` report it, and it is replaced only when asked
 (``if_exists="overwrite"``, or ``"skip-if-complete"``, which rewrites incomplete outputs).
+
+The same holds on object stores, where nothing can be renamed: the group's ``zarr.json`` is
+one object, and the write that makes it say ``complete`` is one PUT (the consolidation that
+follows rewrites it, still complete). Whether an output is
+complete, and with which fingerprint, is read from that metadata document alone (no listing
+of chunks).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import os
-import shutil
 import sys
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import dask
@@ -41,7 +45,8 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from ddr.io.inputs import is_zarr_store, opened_inputs
+from ddr.io.inputs import opened_inputs
+from ddr.io.locations import Location, redact, resolve
 
 __all__ = [
     "STATUS_ATTR",
@@ -62,15 +67,25 @@ _IF_EXISTS = ("error", "overwrite", "skip-if-complete")
 Status = Literal["missing", "complete", "incomplete", "not-ddr"]
 
 
-def output_status(path: str | os.PathLike) -> Status:
-    """``"missing"``, ``"complete"``, ``"incomplete"``, or ``"not-ddr"`` (something else)."""
-    p = Path(path)
-    if not p.exists():
+PathLike = str | os.PathLike | Location
+
+
+def output_status(path: PathLike, storage_options: Mapping[str, Any] | None = None) -> Status:
+    """``"missing"``, ``"complete"``, ``"incomplete"``, or ``"not-ddr"`` (something else).
+
+    Read from the group's metadata document (a few small requests on an object store, never
+    a listing of chunks).
+    """
+    loc = resolve(path, storage_options)
+    if not loc.exists():
         return "missing"
-    if not is_zarr_store(p):
+    if not loc.is_zarr():
         return "not-ddr"
     try:
-        attrs = zarr.open_group(str(p), mode="r").attrs.asdict()
+        with loc.errors("read"):
+            attrs = zarr.open_group(loc.store(), mode="r").attrs.asdict()
+    except (PermissionError, TimeoutError, ConnectionError):
+        raise
     except Exception:  # unreadable metadata is what a crash mid-write can leave
         return "incomplete"
     if STATUS_ATTR not in attrs:
@@ -78,50 +93,58 @@ def output_status(path: str | os.PathLike) -> Status:
     return "complete" if attrs[STATUS_ATTR] == "complete" else "incomplete"
 
 
-def read_attrs(path: str | os.PathLike) -> dict[str, Any]:
+def read_attrs(path: PathLike, storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The group attributes of an output (provenance, fingerprint, status)."""
-    return zarr.open_group(str(path), mode="r").attrs.asdict()
+    loc = resolve(path, storage_options)
+    with loc.errors("read"):
+        return zarr.open_group(loc.store(), mode="r").attrs.asdict()
 
 
-def check_not_input(path: str | os.PathLike, inputs: Iterable[str | os.PathLike] = ()) -> None:
-    """Raise if ``path`` is, contains or lies inside any input."""
-    out = Path(path).resolve()
-    for inp in {Path(i).resolve() for i in inputs} | opened_inputs():
-        if out == inp or inp in out.parents or out in inp.parents:
+def check_not_input(
+    path: PathLike,
+    inputs: Iterable[PathLike] = (),
+    storage_options: Mapping[str, Any] | None = None,
+) -> None:
+    """Raise if ``path`` is, contains or lies inside any input (compared as normalised
+    locations: ``s3://b/x``, ``s3://b/x/`` and ``s3://b/./x`` are the same place)."""
+    out = resolve(path, storage_options)
+    for inp in {resolve(i) for i in inputs} | opened_inputs():
+        if out.overlaps(inp):
             raise ValueError(
-                f"refusing to write the output {str(path)!r}: it would overwrite the input "
-                f"{str(inp)!r}; choose another output path"
+                f"refusing to write the output {out.url!r}: it would overwrite the input "
+                f"{inp.url!r}; choose another output path"
             )
 
 
-def _prepare(path: Path, if_exists: str, fingerprint: str | None) -> Literal["write", "skip"]:
+def _prepare(loc: Location, if_exists: str, fingerprint: str | None) -> Literal["write", "skip"]:
     if if_exists not in _IF_EXISTS:
         raise ValueError(f"if_exists must be one of {_IF_EXISTS}; got {if_exists!r}")
-    status = output_status(path)
+    loc.check_writable()
+    status = output_status(loc)
     if status == "missing":
         return "write"
     if status == "not-ddr":
-        if not is_zarr_store(path) or if_exists != "overwrite":
+        if not loc.is_zarr() or if_exists != "overwrite":
             raise FileExistsError(
-                f"{str(path)!r} exists and is not a ddr output; refusing to replace it"
-                + ("" if is_zarr_store(path) else " (it is not even a Zarr store)")
+                f"{loc.shown!r} exists and is not a ddr output; refusing to replace it"
+                + ("" if loc.is_zarr() else " (it is not even a Zarr store)")
             )
     elif status == "complete":
         if if_exists == "skip-if-complete":
-            stored = read_attrs(path).get(FINGERPRINT_ATTR)
+            stored = read_attrs(loc).get(FINGERPRINT_ATTR)
             if fingerprint is None or stored == fingerprint:
                 return "skip"
         elif if_exists == "error":
             raise FileExistsError(
-                f"the output {str(path)!r} already exists and is complete; pass "
+                f"the output {loc.shown!r} already exists and is complete; pass "
                 "if_exists='overwrite' (--force) to replace it or 'skip-if-complete' to keep it"
             )
     elif if_exists == "error":
         raise FileExistsError(
-            f"the output {str(path)!r} exists but is INCOMPLETE (an interrupted run?); pass "
+            f"the output {loc.shown!r} exists but is INCOMPLETE (an interrupted run?); pass "
             "if_exists='overwrite' (--force) or 'skip-if-complete' to write it again"
         )
-    shutil.rmtree(path)
+    loc.remove()
     return "write"
 
 
@@ -168,9 +191,9 @@ def _normalise(ds: xr.Dataset) -> xr.Dataset:
 
 
 def history_line(argv: list[str] | None = None) -> str:
-    """A CF ``history`` entry: UTC time, program and arguments."""
+    """A CF ``history`` entry: UTC time, program and arguments (secrets removed)."""
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return f"{now}: {' '.join(argv if argv is not None else sys.argv)}"
+    return redact(f"{now}: {' '.join(argv if argv is not None else sys.argv)}")
 
 
 @dataclass
@@ -181,7 +204,7 @@ class PendingOutput:
     call :meth:`finalize` to check every chunk and mark the output complete.
     """
 
-    path: Path
+    path: Location
     delayed: Any
     attrs: dict[str, Any] = field(default_factory=dict)
     skipped: bool = False
@@ -189,11 +212,15 @@ class PendingOutput:
     def finalize(self) -> None:
         if self.skipped:
             return
-        group = zarr.open_group(str(self.path), mode="r+")
+        with self.path.errors("write"):
+            self._finalize()
+
+    def _finalize(self) -> None:
+        group = zarr.open_group(self.path.store(read_only=False), mode="r+")
         for name, arr in group.arrays():
             if arr.nchunks_initialized != arr.nchunks:
                 raise RuntimeError(
-                    f"output {str(self.path)!r}: array {name!r} has "
+                    f"output {self.path.url!r}: array {name!r} has "
                     f"{arr.nchunks_initialized} of {arr.nchunks} chunks written; it stays "
                     "marked incomplete"
                 )
@@ -213,17 +240,18 @@ def mark_complete(group: zarr.Group, attrs: Mapping[str, Any]) -> None:
 
 def write_zarr(
     obj: Any,
-    path: str | os.PathLike,
+    path: PathLike,
     *,
     name: str | None = None,
     dims: tuple[str, ...] | None = None,
     if_exists: IfExists = "error",
-    inputs: Iterable[str | os.PathLike] = (),
+    inputs: Iterable[PathLike] = (),
     attrs: Mapping[str, Any] | None = None,
     fingerprint: str | None = None,
     provenance: Mapping[str, Any] | None = None,
     encoding: Mapping[str, Any] | None = None,
     compute: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> PendingOutput:
     """Write ``obj`` to a Zarr v3 group at ``path`` following the protocol of this module.
 
@@ -232,8 +260,9 @@ def write_zarr(
     obj : Dataset, DataArray, dask array, numpy array, or mapping of name -> array
         What to write; lazy data is written by the active dask scheduler (workers write
         their own chunks).
-    path : path-like
-        The output group.
+    path : path-like, URL or Location
+        The output group: a local path or a URL (``s3://``, ``gs://``, ``az://``,
+        ``file://``, ``memory://``; ``http(s)`` is read-only).
     name : str, optional
         Variable name for a single array (default: the DataArray's name, else ``"data"``).
     dims : tuple of str, optional
@@ -255,12 +284,14 @@ def write_zarr(
     compute : bool
         Compute and finalize now (default). With ``False``, compute the returned
         :class:`PendingOutput`'s ``delayed`` yourself, then call its ``finalize()``.
+    storage_options : mapping, optional
+        Options of the URL's filesystem (credentials, ``endpoint_url``, ...).
 
     Returns
     -------
     PendingOutput
     """
-    p = Path(path)
+    p = resolve(path, storage_options)
     check_not_input(p, inputs)
     if _prepare(p, if_exists, fingerprint) == "skip":
         return PendingOutput(p, None, skipped=True)
@@ -268,15 +299,16 @@ def write_zarr(
     ds.attrs = {**ds.attrs, **(attrs or {}), STATUS_ATTR: "incomplete"}
     final_attrs = _final_attrs(ds.attrs, fingerprint, provenance)
     enc = {k: dict(v) for k, v in (encoding or {}).items()}
-    delayed = ds.to_zarr(
-        str(p),
-        mode="w-",
-        compute=False,
-        zarr_format=3,
-        consolidated=False,
-        write_empty_chunks=True,
-        encoding=enc,
-    )
+    with p.errors("write"):
+        delayed = ds.to_zarr(
+            p.store(read_only=False),
+            mode="w-",
+            compute=False,
+            zarr_format=3,
+            consolidated=False,
+            write_empty_chunks=True,
+            encoding=enc,
+        )
     pending = PendingOutput(p, delayed, final_attrs)
     if compute:
         dask.compute(delayed)
@@ -298,5 +330,5 @@ def _final_attrs(
     if fingerprint is not None:
         out[FINGERPRINT_ATTR] = fingerprint
     if provenance is not None:
-        out[PROVENANCE_ATTR] = dict(provenance)
+        out[PROVENANCE_ATTR] = redact(dict(provenance))
     return out

@@ -19,7 +19,7 @@ in-place writes into a block are refused.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -176,20 +176,25 @@ def from_zarr(
     url: zarr.Array | str | os.PathLike,
     component: str | None = None,
     chunks: Sequence[Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> da.Array:
     """A dask array over a Zarr array whose tasks decode the stored chunks without a copy.
 
-    A drop-in for :func:`dask.array.from_zarr` given a Zarr array or a store path.
+    A drop-in for :func:`dask.array.from_zarr` given a Zarr array, a store path or a URL.
 
     Parameters
     ----------
     url : zarr.Array, str or path-like
-        The array, or the store holding it (v2 or v3).
+        The array, or the store holding it (v2 or v3): a local path or a URL (``s3://``,
+        ``gs://``, ``az://``, ``http(s)://``, ``file://``, ``memory://``).
     component : str, optional
         The array's path inside the store when ``url`` is a group.
     chunks : sequence, optional
         Dask chunks (as for :func:`dask.array.from_zarr`); the stored chunks by default.
         Chunks other than the stored ones are read by zarr's slicing.
+    storage_options : mapping, optional
+        Options of the URL's filesystem (credentials, ``endpoint_url``, ...); by default
+        they come from the environment and the usual config files.
 
     Returns
     -------
@@ -201,7 +206,11 @@ def from_zarr(
             raise ValueError("component: give it with a store path, not with a zarr.Array")
         z = url
     else:
-        z = zarr.open_array(store=os.fspath(url), path=component or "", mode="r")
+        from ddr.io.locations import resolve
+
+        loc = resolve(url, storage_options)
+        with loc.errors("read"):
+            z = zarr.open_array(store=loc.store(), path=component or "", mode="r")
     stored = tuple(z.chunks)
     if chunks is not None:
         normal = da.core.normalize_chunks(chunks, z.shape, dtype=z.dtype)

@@ -1,7 +1,9 @@
 """Count the chunk bytes read from each input, in whichever process reads them.
 
-The runner opens Zarr inputs through :class:`CountingStore` (a LocalStore that adds the size
-of every chunk it returns to a per-process counter keyed by the store's root). The counters
+The runner opens local Zarr inputs through :class:`CountingStore` (a LocalStore that adds the
+size of every chunk it returns to a per-process counter keyed by the store's root), and inputs
+at URLs through :class:`CountingWrapper` (zarr's ``WrapperStore`` around the location's store,
+counting the same way). The counters
 of the client process and of every worker (``client.run(read_counts)``) summed and divided
 by the stored size of an array give the passes over it that the run summary reports: a
 measurement, not a promise.
@@ -11,12 +13,19 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
-from zarr.storage import LocalStore
+from zarr.storage import LocalStore, WrapperStore
 
-__all__ = ["CountingStore", "count_key", "read_counts", "stored_bytes"]
+from ddr.io.locations import Location
+
+__all__ = [
+    "CountingStore",
+    "CountingWrapper",
+    "count_key",
+    "read_counts",
+    "stored_bytes",
+]
 
 _LOCK = threading.Lock()
 _COUNTS: dict[str, int] = defaultdict(int)
@@ -67,7 +76,44 @@ class CountingStore(LocalStore):
         return out
 
 
-def stored_bytes(root: str | Path, array_path: str) -> int:
-    """Bytes of the stored chunks of ``array_path`` inside the store at ``root``."""
-    base = Path(root) / array_path if array_path else Path(root)
-    return sum(f.stat().st_size for f in base.rglob("*") if f.is_file() and f.name not in _METADATA)
+class CountingWrapper(WrapperStore):
+    """A read-only wrapper of any zarr store (an input at a URL) that counts the chunk bytes
+    it serves, keyed by ``label`` (the input's URL)."""
+
+    def __init__(self, store: Any, label: str = "") -> None:
+        super().__init__(store)
+        self.label = label
+
+    def _with_store(self, store: Any) -> CountingWrapper:
+        return type(self)(store, self.label)
+
+    def _observe(self, key: str, n_bytes: int) -> None:
+        if not key.endswith(_METADATA):
+            k = count_key(self.label, _array_of(key))
+            with _LOCK:
+                _COUNTS[k] += n_bytes
+
+    async def get(self, key: str, prototype: Any = None, byte_range: Any = None) -> Any:
+        buf = await self._store.get(key, prototype, byte_range)
+        if buf is not None:
+            self._observe(key, len(buf))
+        return buf
+
+    async def get_partial_values(self, prototype: Any, key_ranges: Any) -> Any:
+        key_ranges = list(key_ranges)
+        out = await self._store.get_partial_values(prototype, key_ranges)
+        for (k, _), b in zip(key_ranges, out, strict=True):
+            if b is not None:
+                self._observe(k, len(b))
+        return out
+
+
+def stored_bytes(root: str | Location, array_path: str) -> int:
+    """Bytes of the stored chunks of ``array_path`` inside the store at ``root`` (a local
+    path or a location; at a URL, one listing of the array's objects)."""
+    from ddr.io.locations import resolve
+
+    base = resolve(root)
+    if array_path:
+        base = base.joinpath(array_path)
+    return base.du(exclude=_METADATA)

@@ -3,9 +3,10 @@
 Each input is opened with :func:`ddr.io.open_input` (which also protects it from being
 written to), transposed sample-first, selected (``isel``) and rechunked (``chunks``). Zarr
 inputs whose stored values are what xarray gives are re-read through
-:class:`ddr.pipeline._counting.CountingStore`, so the runner can report measured passes.
-The fingerprint comes from metadata (path, selection, dims, shape, dtype, chunks and the
-Zarr metadata documents, or a netCDF file's size and modification time), never from values.
+:class:`ddr.pipeline._counting.CountingStore` (local) or ``CountingWrapper`` (URLs), so the
+runner can report measured passes. The fingerprint comes from metadata (the normalised
+location, selection, dims, shape, dtype, chunks and the Zarr metadata documents, or a netCDF
+file's size and modification time), never from values, and never from ``storage_options``.
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ddr.pipeline.plan import InputPlan, ValueMeta, _abspath, _sha
+from ddr.io.locations import Location, LocationError, resolve
+from ddr.pipeline.plan import InputPlan, ValueMeta, _sha
 from ddr.pipeline.schema import InputSpec
 
 __all__ = ["metadata_fingerprint", "open_pipeline_input"]
@@ -33,17 +34,25 @@ def open_pipeline_input(
     inputs, the counted store root and stored bytes), or None when it cannot be used.
     """
     from ddr.io import describe_input, open_input
+    from ddr.io.inputs import missing_message
 
-    path = _abspath(spec.path)
     where = ("inputs", name)
     try:
-        arr = open_input(path, spec.array)
-    except FileNotFoundError:
-        problem((*where, "path"), f"input {name}: no Zarr store or netCDF file at {spec.path!r}")
+        loc = resolve(spec.path, spec.storage_options)
+        arr = open_input(loc, spec.array)
+    except LocationError as exc:
+        problem((*where, "path"), f"input {name}: {exc}")
         return None
-    except (KeyError, ValueError, OSError) as exc:
+    except FileNotFoundError:
+        problem(
+            (*where, "path"),
+            f"input {name}: {missing_message(loc, spec.path, 'Zarr store or netCDF file')}",
+        )
+        return None
+    except (KeyError, ValueError, OSError, ImportError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-        problem((*where, "array" if spec.array else "path"), f"input {name}: {msg}")
+        field = "array" if spec.array and isinstance(exc, KeyError) else "path"
+        problem((*where, field), f"input {name}: {msg}")
         return None
     if spec.dims is not None and list(arr.dims) != list(spec.dims):
         problem(
@@ -60,7 +69,7 @@ def open_pipeline_input(
         return None
     arr = arr.transpose(sdim, ...)
     root, stored = None, None
-    counted = _counted(arr, path, spec.array)
+    counted = _counted(arr, loc, spec.array)
     if counted is not None:
         arr, root, stored = counted
     if spec.isel:
@@ -104,11 +113,11 @@ def open_pipeline_input(
     desc = describe_input(arr)
     fp = _sha(
         {
-            "path": path,
+            "path": loc.url,
             "array": spec.array,
             "isel": spec.isel,
             "meta": desc,
-            "store": metadata_fingerprint(path, spec.array),
+            "store": metadata_fingerprint(loc, spec.array),
         }
     )
     meta = ValueMeta(
@@ -118,20 +127,19 @@ def open_pipeline_input(
         np.dtype(arr.dtype),
         frozenset([name]),
     )
-    return InputPlan(name, spec, path, arr, sdim, fp, root, stored, meta)
+    return InputPlan(name, spec, loc.url, arr, sdim, fp, root, stored, meta, loc)
 
 
-def _counted(arr: Any, path: str, name: str | None) -> tuple[Any, str, int] | None:
-    """``arr`` read through a :class:`CountingStore` when the stored values are what xarray
-    gives (no scale/offset, no fill-value masking that changes values), else None."""
+def _counted(arr: Any, loc: Location, name: str | None) -> tuple[Any, str, int] | None:
+    """``arr`` read through a counting store when the stored values are what xarray gives
+    (no scale/offset, no fill-value masking that changes values), else None."""
     import dask.array as da
     import zarr
 
-    from ddr.io.inputs import is_zarr_store
     from ddr.io.zarr_chunks import from_zarr
-    from ddr.pipeline._counting import CountingStore, stored_bytes
+    from ddr.pipeline._counting import CountingStore, CountingWrapper, stored_bytes
 
-    if not is_zarr_store(path) or not isinstance(arr.data, da.Array):
+    if not isinstance(arr.data, da.Array) or not loc.is_zarr():
         return None
     enc = arr.encoding
     if "scale_factor" in enc or "add_offset" in enc:
@@ -140,7 +148,12 @@ def _counted(arr: Any, path: str, name: str | None) -> tuple[Any, str, int] | No
     if fill is not None and not (isinstance(fill, float) and math.isnan(fill)):
         return None
     try:
-        store = CountingStore(path, read_only=True)
+        if loc.is_local:
+            store = CountingStore(loc.path, read_only=True)
+            root = str(store.root)
+        else:
+            store = CountingWrapper(loc.store(), loc.url)
+            root = loc.url
         z = zarr.open_array(store=store, path=name or "", mode="r")
     except Exception:
         return None
@@ -151,7 +164,7 @@ def _counted(arr: Any, path: str, name: str | None) -> tuple[Any, str, int] | No
         return None
     data = from_zarr(z, chunks=_chunks_for(arr, dims_stored))
     counted = arr.transpose(*dims_stored).copy(data=data).transpose(*arr.dims)
-    return counted, str(store.root), stored_bytes(path, name or "")
+    return counted, root, stored_bytes(loc, name or "")
 
 
 def _stored_dims(z: Any, arr: Any) -> tuple[str, ...] | None:
@@ -166,18 +179,20 @@ def _chunks_for(arr: Any, dims: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
     return tuple(by_dim[d] for d in dims)
 
 
-def metadata_fingerprint(path: str, name: str | None) -> Any:
+def metadata_fingerprint(loc: Location, name: str | None) -> Any:
     """What identifies a stored input without reading its values: the Zarr metadata
     documents of the store root and the array (attributes, shape, chunks, codecs), or the
-    size and modification time of a netCDF file."""
-    p = Path(path)
-    if p.is_file():
-        st = p.stat()
-        return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    size and modification time (an object's ETag) of a single file. On an object store these
+    are a few small GETs, never a listing of chunks."""
+    if not loc.is_zarr():
+        return loc.stat_token()
     docs = {}
-    for base in {p, p / name} if name else {p}:
+    for base in {loc, loc.joinpath(name)} if name else {loc}:
         for fname in ("zarr.json", ".zarray", ".zattrs", ".zgroup"):
-            f = base / fname
-            if f.is_file():
-                docs[str(f.relative_to(p))] = hashlib.sha256(f.read_bytes()).hexdigest()
+            f = base.joinpath(fname)
+            try:
+                data = f.read_bytes()
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                continue
+            docs[f.relative_to(loc)] = hashlib.sha256(data).hexdigest()
     return docs

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any
 
+from ddr.io.locations import redact
 from ddr.pipeline.schema import split_ref
 
 __all__ = ["describe_changes", "lineage", "read_provenance", "rows_role"]
@@ -60,7 +60,7 @@ def lineage(steps: dict[str, Any], inputs: dict[str, Any], refs: list[str]) -> d
         step = steps[head]
         out_steps[head] = {
             "op": step.op.name,
-            "with": step.spec.with_,
+            "with": redact(step.spec.with_),
             "inputs": dict(step.refs),
             "fingerprint": step.fingerprint,
         }
@@ -72,20 +72,26 @@ def lineage(steps: dict[str, Any], inputs: dict[str, Any], refs: list[str]) -> d
     return {"steps": out_steps, "inputs": out_inputs}
 
 
-def read_provenance(path: str | os.PathLike, kind: str) -> dict[str, Any] | None:
-    """The provenance stored in an output (Zarr group, saved model, JSON or PNG), or None."""
-    p = Path(path)
+def read_provenance(path: Any, kind: str) -> dict[str, Any] | None:
+    """The provenance stored in an output (Zarr group, saved model, JSON or PNG; a path,
+    URL or :class:`~ddr.io.locations.Location`), or None."""
+    from ddr.io.locations import resolve
+
+    p = resolve(path)
+    suffix = os.path.splitext(p.path)[1].lower()
     try:
         if kind in ("zarr", "model"):
             from ddr.io import read_attrs
 
             value = read_attrs(p).get("ddr:provenance")
-        elif p.suffix.lower() == ".json":
-            value = json.loads(p.read_text(encoding="utf-8")).get("ddr:provenance")
-        elif p.suffix.lower() == ".png":
+        elif suffix == ".json":
+            value = json.loads(p.read_bytes().decode("utf-8")).get("ddr:provenance")
+        elif suffix == ".png":
+            import io
+
             from PIL import Image
 
-            with Image.open(p) as im:
+            with Image.open(io.BytesIO(p.read_bytes())) as im:
                 text = im.text.get("ddr:provenance")
             value = json.loads(text) if text else None
         else:
@@ -157,7 +163,7 @@ def _where(inp: dict[str, Any]) -> str:
 
 # ----------------------------------------------------------- rows used to fit
 def rows_role(
-    steps: dict[str, Any], inputs: dict[str, Any], predictions: str, model_path: str | None
+    steps: dict[str, Any], inputs: dict[str, Any], predictions: str, model_path: Any
 ) -> str:
     """Which rows predictions are on, for a confusion matrix's title.
 

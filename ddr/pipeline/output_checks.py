@@ -10,23 +10,21 @@ its fingerprint.
 from __future__ import annotations
 
 import importlib.util
-import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ddr.io.locations import Location, LocationError, resolve
 from ddr.pipeline.plan import (
     FINGERPRINT_ATTR,
     OutputPlan,
     StepPlan,
     ValueMeta,
     _a,
-    _abspath,
     _did_you_mean,
-    _related,
     _shape,
+    run_location,
 )
 from ddr.pipeline.schema import ModelOutput, Output, PlotOutput, ZarrOutput, split_ref
 
@@ -72,7 +70,14 @@ class OutputChecks:
             if_exists = "overwrite"
         elif self.resume:
             if_exists = "skip-if-complete"
-        out = OutputPlan(i, spec, _abspath(spec.path), if_exists, refs)
+        try:
+            location = resolve(spec.path, spec.storage_options)
+            if location.read_only:
+                raise LocationError(f"{location.url}: {location.protocol}:// URLs are read-only")
+        except LocationError as exc:
+            self.problem(("outputs", i, "path"), str(exc))
+            return
+        out = OutputPlan(i, spec, location, if_exists, refs)
         metas: dict[str, ValueMeta] = {}
         ok = True
         for key, ref in refs.items():
@@ -321,42 +326,46 @@ class OutputChecks:
     def _check_output_paths(self) -> None:
         from ddr.io.outputs import check_not_input
 
-        seen: dict[str, int] = {}
-        inputs = [p.path for p in self.inputs.values()]
+        seen: dict[Location, int] = {}
+        inputs = [p.location for p in self.inputs.values()]
         raw_inputs = self.doc.data.get("inputs") if isinstance(self.doc.data, dict) else {}
         for spec in raw_inputs.values() if isinstance(raw_inputs, dict) else []:
             if isinstance(spec, dict) and isinstance(spec.get("path"), str):
-                inputs.append(_abspath(spec["path"]))
+                try:
+                    inputs.append(resolve(spec["path"]))
+                except LocationError:  # reported with the input
+                    continue
         for out in self.outputs:
             where = ("outputs", out.index, "path")
             try:
-                check_not_input(out.path, inputs)
+                check_not_input(out.location, inputs)
             except ValueError:
                 inp = next(
-                    (i for i in inputs if _related(out.path, i)), inputs[0] if inputs else ""
+                    (i for i in inputs if out.location.overlaps(i)),
+                    inputs[0] if inputs else out.location,
                 )
                 rel = (
                     "is"
-                    if Path(out.path) == Path(inp)
+                    if out.location == inp
                     else "would be inside"
-                    if Path(inp) in Path(out.path).parents
+                    if inp.contains(out.location)
                     else "contains"
                 )
                 self.problem(
                     where,
                     f"the output {out.spec.path!r} {rel} the input "
-                    f"{os.path.relpath(inp)!r}; outputs never overwrite inputs",
+                    f"{inp.shown!r}; outputs never overwrite inputs",
                 )
                 continue
             for other, j in seen.items():
-                if _related(out.path, other):
+                if out.location.overlaps(other):
                     self.problem(
                         where,
                         f"the output {out.spec.path!r} overlaps outputs[{j}] "
-                        f"({os.path.relpath(other)}); each output needs its own path",
+                        f"({other.shown}); each output needs its own path",
                     )
                     break
-            seen[out.path] = out.index
+            seen[out.location] = out.index
 
     def _check_run_paths(self, run_opts: Any) -> None:
         if run_opts is None:
@@ -365,9 +374,13 @@ class OutputChecks:
             value = getattr(run_opts, key)
             if value is None:
                 continue
-            path = _abspath(value)
+            try:
+                path = run_location(value, run_opts.storage_options)
+            except LocationError as exc:
+                self.problem(("run", key), str(exc))
+                continue
             for inp in self.inputs.values():
-                if _related(path, inp.path):
+                if path.overlaps(inp.location):
                     self.problem(
                         ("run", key),
                         f"run.{key} {value!r} is inside the input {inp.name}; choose another path",
@@ -376,7 +389,12 @@ class OutputChecks:
     def _decide_outputs(self) -> None:
         for out in self.outputs:
             where = ("outputs", out.index, "path")
-            status, stored = _existing(out)
+            try:
+                out.location.check_writable()
+                status, stored = _existing(out)
+            except (OSError, ImportError, LocationError) as exc:
+                self.problem(where, f"output {out.spec.path!r}: {exc}")
+                continue
             out.status = status
             if status == "missing":
                 out.action, out.reason = "write", "missing"
@@ -414,17 +432,18 @@ class OutputChecks:
         from ddr.pipeline.lineage import describe_changes, lineage, read_provenance
 
         planned = lineage(self.steps, self.inputs, list(out.refs.values()))
-        changes = describe_changes(read_provenance(out.path, out.kind), planned)
+        changes = describe_changes(read_provenance(out.location, out.kind), planned)
         if not changes:
             return "complete but outdated (fingerprint differs)"
         return "complete but outdated: " + "; ".join(changes)
 
 
 def _existing(out: OutputPlan) -> tuple[str, str | None]:
-    """Status of an output path and the fingerprint stored in it."""
+    """Status of an output and the fingerprint stored in it, from its metadata document
+    (Zarr) or the file itself (JSON, PNG)."""
     from ddr.io import output_status, read_attrs
 
-    p = Path(out.path)
+    p = out.location
     if out.kind in ("zarr", "model"):
         status = output_status(p)
         stored = None

@@ -10,12 +10,11 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ddr.config.document import Document
+from ddr.io.locations import Location, resolve
 from ddr.pipeline.registry import Op
 from ddr.pipeline.schema import InputSpec, Output, Pipeline, StepSpec, split_ref
 
@@ -50,6 +49,7 @@ class InputPlan:
     store_root: str | None  # counted Zarr store root, for measured passes
     stored_bytes: int | None
     meta: ValueMeta
+    location: Location  # where ``path`` points, with its storage_options
 
 
 @dataclass
@@ -64,14 +64,14 @@ class StepPlan:
     one_pass: bool | None = None  # None: decided at run time
     passes: int | None = None  # passes of a fit over its X; None: decided at run time
     action: str = "run"  # "run", "load" (from a complete model output), "skip"
-    load_from: str | None = None
+    load_from: Location | None = None  # the complete saved model it is loaded from
 
 
 @dataclass
 class OutputPlan:
     index: int
     spec: Output
-    path: str
+    location: Location
     if_exists: str
     refs: dict[str, str]  # variable/key -> reference
     fingerprint: str = ""
@@ -83,6 +83,11 @@ class OutputPlan:
     @property
     def kind(self) -> str:
         return self.spec.kind
+
+    @property
+    def path(self) -> str:
+        """The normalised location (an absolute path, or a URL without credentials)."""
+        return self.location.url
 
 
 @dataclass
@@ -145,8 +150,10 @@ def _sha(obj: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _abspath(p: str) -> str:
-    return os.path.abspath(os.path.expanduser(p))
+def run_location(path: str, storage_options: dict[str, Any] | None) -> Location:
+    """Where ``run.summary`` / ``run.performance_report`` go: ``run.storage_options`` apply to
+    URLs only (a local ``--summary`` beside a pipeline that writes to S3 is fine)."""
+    return resolve(path, storage_options if "://" in path else None)
 
 
 def _a(noun: str) -> str:
@@ -157,11 +164,6 @@ def _a(noun: str) -> str:
 def _did_you_mean(word: str, options: list[str]) -> str:
     close = difflib.get_close_matches(word, options, n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _related(a: str, b: str) -> bool:
-    pa, pb = Path(a), Path(b)
-    return pa == pb or pa in pb.parents or pb in pa.parents
 
 
 def _shape(shape: tuple[int | None, ...] | None) -> str:

@@ -28,6 +28,7 @@ import numpy as np
 
 from ddr.config.document import Document, load_document
 from ddr.config.errors import Location, PipelineError, Problem
+from ddr.io.locations import LocationError, redact, resolve
 from ddr.pipeline import registry
 from ddr.pipeline.inputs import metadata_fingerprint, open_pipeline_input
 from ddr.pipeline.output_checks import OutputChecks
@@ -40,7 +41,6 @@ from ddr.pipeline.plan import (
     StepPlan,
     ValueMeta,
     _a,
-    _abspath,
     _did_you_mean,
     _dims,
     _sha,
@@ -462,23 +462,25 @@ class _Planner(OutputChecks, Scheduling):
             step.outputs["y_data"] = ValueMeta("array", shape, dims, dtype, reads)
 
     def _load_meta(self, step: StepPlan) -> ValueMeta | None:
-        import zarr
-
-        from ddr.io import output_status
+        from ddr.io import output_status, read_attrs
 
         where = ("steps", step.id, "with", "path")
         raw = step.spec.with_.get("path")
         if not isinstance(raw, str):
             return None
-        path = _abspath(raw)
-        status = output_status(path)
+        try:
+            path = resolve(raw, step.spec.with_.get("storage_options"))
+            status = output_status(path)
+        except (LocationError, OSError, ImportError) as exc:
+            self.problem(where, f"step {step.id}: {exc}")
+            return None
         if status == "missing":
             self.problem(where, f"no saved model at {raw!r}")
             return None
         if status != "complete":
             self.problem(where, f"{raw!r} is not a complete ddr model (status: {status})")
             return None
-        attrs = zarr.open_group(path, mode="r").attrs.asdict()
+        attrs = read_attrs(path)
         target = attrs.get("ddr:model")
         if not isinstance(target, str):
             self.problem(where, f"{raw!r} is a ddr output but not a saved model")
@@ -511,11 +513,13 @@ class _Planner(OutputChecks, Scheduling):
         for step in self.steps.values():
             extra = {}
             if step.op.family == "load":
-                extra["model"] = metadata_fingerprint(_abspath(step.spec.with_["path"]), None)
+                where = resolve(step.spec.with_["path"], step.spec.with_.get("storage_options"))
+                extra["model"] = metadata_fingerprint(where, None)
+                extra["path"] = where.url
             step.fingerprint = _sha(
                 {
                     "op": step.op.name,
-                    "with": step.spec.with_,
+                    "with": _without_storage_options(step.spec.with_),
                     "inputs": {r: self._ref_fp(ref) for r, ref in sorted(step.refs.items())},
                     "ddr": ddr.__version__,
                     **extra,
@@ -523,7 +527,7 @@ class _Planner(OutputChecks, Scheduling):
             )
         for out in self.outputs:
             config = out.spec.model_dump(
-                by_alias=True, exclude={"path", "if_exists", "description"}
+                by_alias=True, exclude={"path", "if_exists", "description", "storage_options"}
             )
             out.fingerprint = _sha(
                 {
@@ -546,8 +550,15 @@ def _model_class(target: str) -> type | None:
         return None
 
 
+def _without_storage_options(params: dict[str, Any]) -> dict[str, Any]:
+    """Step parameters as they enter a fingerprint: where a model is read from is named by
+    its location, never by the credentials used to read it."""
+    return {k: v for k, v in params.items() if k != "storage_options"}
+
+
 def _resolved(data: dict[str, Any]) -> dict[str, Any]:
-    return json.loads(json.dumps(data, default=str))
+    """The resolved pipeline as recorded in provenance: JSON values, secrets redacted."""
+    return redact(json.loads(json.dumps(data, default=str)))
 
 
 def plan_pipeline(

@@ -9,12 +9,12 @@ Both return keyword arguments of :func:`ddr.pipeline.reports.plot`.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from ddr.io.locations import Location, resolve
 from ddr.pipeline.plan import OutputPlan, Plan
 from ddr.pipeline.plots import component_name, kde_grid
 from ddr.pipeline.reports import confusion_blocks, sample_rows
@@ -36,14 +36,14 @@ def _column_name(plan: Plan, ref: str, i: int) -> str:
     return component_name(step.op.cls, i, tail or "data")
 
 
-def _saved_model_path(plan: Plan, ref: str) -> str | None:
+def _saved_model_path(plan: Plan, ref: str) -> Location | None:
     step = plan.steps.get(split_ref(ref)[0])
     if step is None:
         return None
     if step.action == "load":
         return step.load_from
     if step.op.family == "load":
-        return os.path.abspath(step.spec.with_["path"])
+        return resolve(step.spec.with_["path"], step.spec.with_.get("storage_options"))
     return None
 
 
@@ -97,7 +97,7 @@ def streamed_data(
     return {"confusion": confusion_blocks(src, labels)}, {"rows": rows}
 
 
-def _model_path(plan: Plan, predictions: str) -> str | None:
+def _model_path(plan: Plan, predictions: str) -> Location | None:
     step = plan.steps.get(split_ref(predictions)[0])
     if step is None or "model" not in step.refs:
         return None

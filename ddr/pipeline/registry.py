@@ -274,8 +274,11 @@ def _build() -> dict[str, Op]:
         {"model": "model"},
         None,
         None,
-        {"path": Param(inspect.Parameter.empty, [str])},
-        "A model saved with est.save (or a pipeline's model output).",
+        {
+            "path": Param(inspect.Parameter.empty, [str]),
+            "storage_options": Param(None, [dict, None]),
+        },
+        "A model saved with est.save (or a pipeline's model output), at a path or URL.",
     )
     for name, module in sorted(ddr._EXPORTS.items()):
         if not module.startswith("ddr.") or module in ("ddr.stats", "ddr.io", "ddr.io.models"):

@@ -1,21 +1,25 @@
 """Figures (PNG) and small files (JSON) that pipelines write, atomically and fingerprinted,
 and the lazy data that plots of large arrays need (sampled rows, confusion counts).
 
-The figures themselves are drawn by :mod:`ddr.pipeline.plots`. Every file is written to a
-temporary name beside its target and renamed into place, so a crash never leaves a
-half-written file; the output fingerprint is stored inside (a PNG text chunk, a JSON key)
-and is what ``skip-if-complete`` compares; PNGs also carry the provenance (what changed is
-said when a rerun rewrites them).
+The figures themselves are drawn by :mod:`ddr.pipeline.plots`. Every file is written whole
+or not at all (:meth:`ddr.io.locations.Location.write_bytes`: locally to a temporary name
+renamed into place, on an object store in one PUT), so a crash never leaves a half-written
+file; paths may be URLs, and secrets are redacted from what is written. The output
+fingerprint is stored inside (a PNG text chunk, a JSON key) and is what
+``skip-if-complete`` compares; PNGs also carry the provenance (what changed is said when a
+rerun rewrites them).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ddr.io.locations import Location, redact, resolve
 
 __all__ = [
     "confusion_blocks",
@@ -32,26 +36,31 @@ PROVENANCE_KEY = "ddr:provenance"
 
 
 # ------------------------------------------------------------------------- files
-def _tmp(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+PathLike = str | os.PathLike | Location
 
 
-def read_fingerprint(path: str | os.PathLike) -> str | None:
+def read_fingerprint(path: PathLike) -> str | None:
     """The fingerprint stored in a JSON or PNG file written by ddr, else None."""
-    p = Path(path)
+    p = resolve(path)
+    suffix = os.path.splitext(p.path)[1].lower()
+    if suffix not in (".json", ".png"):
+        return None
     try:
-        if p.suffix.lower() == ".json":
-            with p.open(encoding="utf-8") as fh:
-                data = json.load(fh)
+        raw = p.read_bytes()
+    except (PermissionError, TimeoutError, ConnectionError):
+        raise
+    except Exception:  # unreadable: not a (complete) ddr file
+        return None
+    try:
+        if suffix == ".json":
+            data = json.loads(raw.decode("utf-8"))
             value = data.get(FINGERPRINT_KEY) if isinstance(data, dict) else None
-        elif p.suffix.lower() == ".png":
+        else:
             from PIL import Image
 
-            with Image.open(p) as im:
+            with Image.open(io.BytesIO(raw)) as im:
                 value = im.text.get(FINGERPRINT_KEY)
-        else:
-            value = None
-    except Exception:  # unreadable: not a (complete) ddr file
+    except Exception:  # not JSON / PNG: not a (complete) ddr file
         return None
     return value if isinstance(value, str) else None
 
@@ -72,21 +81,19 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def write_json(path: str | os.PathLike, data: dict[str, Any], fingerprint: str | None) -> None:
-    """Write ``data`` (numpy values converted) as JSON, atomically, with the fingerprint."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    body = _jsonable(data)
+def write_json(path: PathLike, data: dict[str, Any], fingerprint: str | None) -> None:
+    """Write ``data`` (numpy values converted, secrets redacted) as JSON, whole or not at
+    all, with the fingerprint."""
+    body = redact(_jsonable(data))
     if fingerprint is not None:
         body[FINGERPRINT_KEY] = fingerprint
-    tmp = _tmp(p)
-    tmp.write_text(json.dumps(body, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    os.replace(tmp, p)
+    text = json.dumps(body, indent=2, sort_keys=False) + "\n"
+    resolve(path).write_bytes(text.encode("utf-8"))
 
 
 def _save(
     fig: Any,
-    path: str | os.PathLike,
+    path: PathLike,
     fingerprint: str | None,
     provenance: dict[str, Any] | None = None,
 ) -> None:
@@ -94,19 +101,17 @@ def _save(
 
     import ddr
 
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
     meta = {"Software": f"ddr {ddr.__version__}"}
     if fingerprint is not None:
         meta[FINGERPRINT_KEY] = fingerprint
     if provenance is not None:
-        meta[PROVENANCE_KEY] = json.dumps(_jsonable(provenance), default=str)
-    tmp = _tmp(p)
+        meta[PROVENANCE_KEY] = json.dumps(redact(_jsonable(provenance)), default=str)
+    buf = io.BytesIO()
     try:
-        fig.savefig(tmp, format="png", dpi=110, metadata=meta, bbox_inches="tight")
+        fig.savefig(buf, format="png", dpi=110, metadata=meta, bbox_inches="tight")
     finally:
         plt.close(fig)
-    os.replace(tmp, p)
+    resolve(path).write_bytes(buf.getvalue())
 
 
 # ------------------------------------------------------------- lazy plot data
@@ -189,7 +194,7 @@ def natural_key(label: str) -> tuple[int, Any]:
 # ------------------------------------------------------------------------ plots
 def plot(
     kind: str,
-    path: str,
+    path: PathLike,
     fingerprint: str | None,
     title: str | None,
     provenance: dict[str, Any] | None = None,

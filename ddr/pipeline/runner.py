@@ -31,12 +31,13 @@ import logging
 import os
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from ddr.config.errors import RunError
+from ddr.io.locations import Location, redact, resolve
 from ddr.pipeline._counting import count_key
 from ddr.pipeline.fitplans import call, fit_plan
+from ddr.pipeline.plan import run_location
 from ddr.pipeline.planner import Phase, Plan, StepPlan
 from ddr.pipeline.schema import split_ref
 from ddr.pipeline.summary import OutputResult, RunClock, RunSummary, StepResult, _rel
@@ -217,7 +218,7 @@ class _Runner(OutputWriter):
             self.summary.status = "ok"
         except RunError as exc:
             self.summary.status = "failed"
-            self.summary.error = str(exc)
+            self.summary.error = redact(str(exc))
             raise
         except KeyboardInterrupt:
             self.summary.status = "interrupted"
@@ -225,8 +226,8 @@ class _Runner(OutputWriter):
             raise
         except Exception as exc:
             self.summary.status = "failed"
-            self.summary.error = f"{type(exc).__name__}: {exc}"
-            raise RunError(f"{type(exc).__name__}: {exc}") from exc
+            self.summary.error = redact(f"{type(exc).__name__}: {exc}")
+            raise RunError(self.summary.error) from exc
         finally:
             elapsed = time.perf_counter() - start
             self.clock.add("other", elapsed - (self._accounted() - accounted))
@@ -291,9 +292,11 @@ class _Runner(OutputWriter):
                 est = ddr.load(step.load_from)
                 self._store_fit(step, est)
                 res.action = "loaded"
-                res.note = f"complete saved model {_rel(step.load_from)}, same fingerprint"
+                res.note = f"complete saved model {_rel(step.load_from.url)}, same fingerprint"
             elif step.op.family == "load":
-                self.values[sid] = {"model": ddr.load(os.path.abspath(step.spec.with_["path"]))}
+                with_ = step.spec.with_
+                where = resolve(with_["path"], with_.get("storage_options"))
+                self.values[sid] = {"model": ddr.load(where)}
                 res.action = "loaded"
             else:
                 args = self._args(step)
@@ -510,10 +513,7 @@ def run_plan(
                 "a performance report needs bokeh (pip install 'bokeh>=3.1'); none written"
             )
         else:
-            from distributed import performance_report as _report
-
-            Path(performance_report).parent.mkdir(parents=True, exist_ok=True)
-            report = _report(filename=os.path.abspath(performance_report))
+            report = _performance_report(run_location(performance_report, opts.storage_options))
     from threadpoolctl import threadpool_limits
 
     # one BLAS thread per dask thread; distributed workers get theirs from their nanny
@@ -524,10 +524,28 @@ def run_plan(
     finally:
         if summary_path:
             try:
-                runner.summary.write(os.path.abspath(summary_path))
+                runner.summary.write(run_location(summary_path, opts.storage_options))
             except OSError as exc:
-                logger.warning("could not write the run summary %s: %s", summary_path, exc)
+                logger.warning(
+                    "could not write the run summary %s: %s", summary_path, redact(str(exc))
+                )
     return summary
+
+
+@contextlib.contextmanager
+def _performance_report(where: Location) -> Iterator[None]:
+    """dask's performance report, written to a local temporary file and then, whole, to
+    ``where`` (a local path or a URL)."""
+    import tempfile
+
+    from distributed import performance_report
+
+    with tempfile.TemporaryDirectory(prefix="ddr-report-") as tmp:
+        local = os.path.join(tmp, "report.html")
+        with performance_report(filename=local):
+            yield
+        with open(local, "rb") as fh:
+            where.write_bytes(fh.read())
 
 
 @contextlib.contextmanager

@@ -33,12 +33,12 @@ class Scheduling:
 
     def _decide_steps(self) -> None:
         """Which steps the outputs to write need, and which of those load a saved model."""
-        saved: dict[str, str] = {}
+        saved: dict[str, Any] = {}
         for out in self.outputs:
             if out.kind == "model" and out.action == "skip":
                 head, tail = split_ref(out.refs[next(iter(out.refs))])
                 if tail in (None, "model"):
-                    saved.setdefault(head, out.path)
+                    saved.setdefault(head, out.location)
         needed: set[str] = set()
 
         def need(ref: str) -> None:

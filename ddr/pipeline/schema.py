@@ -100,6 +100,16 @@ Ref = Annotated[
 ]
 
 
+StorageOptions = Annotated[
+    dict[str, Any] | None,
+    Field(
+        description="Options of the URL's filesystem (fsspec: key/secret, endpoint_url, "
+        "anon, token, account_name, ...). Credentials and endpoints otherwise come from the "
+        "environment and the usual config files. Secret values are never recorded."
+    ),
+]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=False, frozen=True)
 
@@ -108,7 +118,11 @@ class InputSpec(_Strict):
     """An input array: a Zarr array, an array in a Zarr group or xarray Dataset, or a netCDF
     variable. Opened lazily; only metadata is read before the run."""
 
-    path: str = Field(description="Zarr store or netCDF file (relative to the working dir).")
+    path: str = Field(
+        description="Zarr store (a local path relative to the working dir, or a URL: s3://, "
+        "gs://, az://, http(s)://, file://) or a local netCDF file."
+    )
+    storage_options: StorageOptions = None
     array: str | None = Field(
         None, description="The array (or variable) inside a Zarr group or netCDF file."
     )
@@ -159,7 +173,11 @@ class StepSpec(_Strict):
 
 
 class _OutputBase(_Strict):
-    path: str = Field(description="Where to write (relative to the working dir).")
+    path: str = Field(
+        description="Where to write: a local path (relative to the working dir) or a URL "
+        "(s3://, gs://, az://, file://)."
+    )
+    storage_options: StorageOptions = None
     if_exists: IfExists | None = Field(None, description="Overrides run.if_exists for this output.")
     description: str = ""
 
@@ -239,6 +257,7 @@ class RunOptions(_Strict):
         None, description="Write a dask performance report (HTML) here (distributed only)."
     )
     progress: bool = Field(True, description="Show a progress bar.")
+    storage_options: StorageOptions = None
 
 
 class Pipeline(_Strict):

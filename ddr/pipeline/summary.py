@@ -98,18 +98,21 @@ class RunSummary:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def write(self, path: str | os.PathLike) -> None:
+    def write(self, path: Any) -> None:
+        """Write the summary as JSON to a local path, a URL or a
+        :class:`~ddr.io.locations.Location` (whole or not at all; secrets redacted)."""
         from ddr.pipeline.reports import write_json
 
         write_json(path, self.to_dict(), None)
 
     @classmethod
-    def read(cls, path: str | os.PathLike) -> RunSummary:
-        """A summary written by :meth:`write`."""
+    def read(cls, path: Any) -> RunSummary:
+        """A summary written by :meth:`write` (a path, URL or Location)."""
         import json
 
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+        from ddr.io.locations import resolve
+
+        data = json.loads(resolve(path).read_bytes().decode("utf-8"))
         steps = [StepResult(**s) for s in data.pop("steps", [])]
         outputs = [OutputResult(**o) for o in data.pop("outputs", [])]
         return cls(**data, steps=steps, outputs=outputs)
@@ -158,6 +161,10 @@ def _fmt_passes(passes: dict[str, float]) -> str:
 
 
 def _rel(path: str) -> str:
+    """A path for display: relative to the working directory when below it; URLs as they
+    are."""
+    if "://" in path:
+        return path
     try:
         rel = os.path.relpath(path)
     except ValueError:

@@ -15,12 +15,12 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ddr.config.errors import RunError
+from ddr.io.locations import Location, redact
 from ddr.pipeline.plan import FINGERPRINT_ATTR, OutputPlan
 from ddr.pipeline.schema import PlotOutput, ZarrOutput, split_ref
 from ddr.pipeline.summary import _rel
@@ -72,7 +72,7 @@ def regular_chunks(ds: Any) -> Any:
     return ds.assign(out) if out else ds
 
 
-def raw_writes(path: Path, ds: Any) -> list[tuple[Any, Any]] | None:
+def raw_writes(path: Location, ds: Any) -> list[tuple[Any, Any]] | None:
     """``(dask source, zarr target)`` for every lazy variable of ``ds`` that can be stored
     as it is into the arrays ``write_zarr`` created at ``path`` (same dtype, one dask chunk
     per Zarr chunk, no CF encoding); None if any cannot (then xarray's graph writes them)."""
@@ -93,7 +93,10 @@ def raw_writes(path: Path, ds: Any) -> list[tuple[Any, Any]] | None:
             return None
         try:
             target = zarr.open_array(
-                store=str(path), path=str(name), mode="r+", config={"write_empty_chunks": True}
+                store=path.store(read_only=False),
+                path=str(name),
+                mode="r+",
+                config={"write_empty_chunks": True},
             )
         except Exception:
             return None
@@ -188,9 +191,10 @@ def statistic_dataset(stat: Any, feature_dim: str) -> dict[str, Any]:
 
 def prepare_file(out: OutputPlan) -> None:
     """Refuse to replace a file the plan did not decide to overwrite (it appeared since)."""
-    p = Path(out.path)
-    if out.action != "overwrite" and p.exists():
-        raise FileExistsError(f"{out.path!r} appeared while the pipeline ran; not replacing it")
+    if out.action != "overwrite" and out.location.exists():
+        raise FileExistsError(
+            f"{out.location.shown!r} appeared while the pipeline ran; not replacing it"
+        )
 
 
 def data_of(value: Any) -> Any:
@@ -254,7 +258,10 @@ class OutputWriter:
             "output": {"index": out.index, "kind": out.kind, "from": dict(out.refs)},
             **made_from,
             "versions": self._versions_dict(),
-            "run": {"started": self.summary.started, "command": " ".join(self.argv or sys.argv)},
+            "run": {
+                "started": self.summary.started,
+                "command": redact(" ".join(self.argv or sys.argv)),
+            },
         }
 
     @contextlib.contextmanager
@@ -310,7 +317,7 @@ class OutputWriter:
             PROVENANCE_ATTR: self._provenance(out),
             "history": history_line(self.argv),
         }
-        save_model(model, out.path, if_exists=self._if_exists(out), attrs=attrs)
+        save_model(model, out.location, if_exists=self._if_exists(out), attrs=attrs)
 
     def _write_metrics(self, out: OutputPlan) -> None:
         from ddr.pipeline.reports import write_json
@@ -323,7 +330,7 @@ class OutputWriter:
             data[key] = value
         data["ddr:provenance"] = self._provenance(out)
         prepare_file(out)
-        write_json(out.path, data, out.fingerprint)
+        write_json(out.location, data, out.fingerprint)
 
     def _write_plot(self, out: OutputPlan, data: dict[str, Any]) -> None:
         """Draw and write a plot from its data (:mod:`ddr.pipeline.plot_inputs`)."""
@@ -331,7 +338,7 @@ class OutputWriter:
 
         spec: PlotOutput = out.spec  # type: ignore[assignment]
         prepare_file(out)
-        plot(spec.plot, out.path, out.fingerprint, spec.title, self._provenance(out), **data)
+        plot(spec.plot, out.location, out.fingerprint, spec.title, self._provenance(out), **data)
 
     def _zarr_pending(self, out: OutputPlan) -> tuple[Any, Any]:
         """Write the metadata of a Zarr output (``ddr.io.write_zarr(compute=False)``); return
@@ -374,9 +381,9 @@ class OutputWriter:
         attrs.setdefault("title", f"{self.plan.pipeline.name}: {', '.join(out.refs.values())}")
         pending = write_zarr(
             ds,
-            out.path,
+            out.location,
             if_exists=self._if_exists(out),
-            inputs=[i.path for i in self.plan.inputs.values()],
+            inputs=[i.location for i in self.plan.inputs.values()],
             attrs=attrs,
             fingerprint=out.fingerprint,
             provenance=self._provenance(out),

@@ -1,0 +1,107 @@
+"""What the storage libraries raise, as errors that name the location and say what to do.
+
+Used by :meth:`ddr.io.locations.Location.errors`: missing credentials and refused ones
+(``PermissionError``), a missing bucket (``FileNotFoundError``), an endpoint that does not
+answer (``TimeoutError``) or refuses connections (``ConnectionError``), a scheme whose
+filesystem is not installed (``ImportError`` naming ``ddr[cloud]``). Every message is redacted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import TYPE_CHECKING
+
+from ddr.io.redaction import redact
+
+if TYPE_CHECKING:
+    from ddr.io.locations import Location
+
+__all__ = ["endpoint_note", "require_filesystem", "translate"]
+
+
+def require_filesystem(loc: Location) -> None:
+    """Raise ImportError naming ``ddr[cloud]`` when the scheme's filesystem is missing."""
+    from ddr.io.locations import filesystem_package
+
+    package = filesystem_package(loc.protocol)
+    if package is None:
+        return
+    import importlib.util
+
+    try:
+        missing = importlib.util.find_spec(package) is None
+    except (ImportError, ValueError):
+        missing = True
+    if missing:
+        raise ImportError(
+            f"{loc.url}: {loc.protocol}:// URLs need the package {package}, which is not "
+            "installed; install it with pip install 'ddr[cloud]'"
+        )
+
+
+def endpoint_note(loc: Location) -> str:
+    opts = loc.storage_options
+    ep = opts.get("endpoint_url") or (opts.get("client_kwargs") or {}).get("endpoint_url")
+    if loc.protocol == "s3":
+        ep = ep or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    return f" (endpoint {ep})" if ep else ""
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    names = {type(e).__name__ for e in _chain(exc)}
+    timeouts = {
+        "TimeoutError",
+        "ReadTimeoutError",
+        "ConnectTimeoutError",
+        "ServerTimeoutError",
+        "ConnectionTimeoutError",
+        "SocketTimeoutError",
+        "timeout",
+    }
+    return bool(names & timeouts) or any(isinstance(e, asyncio.TimeoutError) for e in _chain(exc))
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    out: list[BaseException] = []
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        out.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return out
+
+
+def translate(loc: Location, action: str, exc: Exception) -> Exception | None:
+    names = {type(e).__name__ for e in _chain(exc)}
+    detail = redact(str(exc))
+    if isinstance(exc, ImportError):
+        return None
+    if "NoCredentialsError" in names or "PartialCredentialsError" in names:
+        return PermissionError(
+            f"{loc.url}: no credentials found{endpoint_note(loc)}; set them in the environment "
+            "(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ...) or in "
+            "storage_options"
+        )
+    if _is_timeout(exc):
+        return TimeoutError(
+            f"{loc.url}: the storage endpoint did not answer in time{endpoint_note(loc)} while "
+            f"trying to {action}; check the endpoint URL and the network"
+        )
+    if (
+        "EndpointConnectionError" in names
+        or "ClientConnectorError" in names
+        or isinstance(exc, ConnectionError)
+    ):
+        return ConnectionError(
+            f"{loc.url}: could not connect to the storage endpoint{endpoint_note(loc)}: {detail}"
+        )
+    if isinstance(exc, PermissionError) or ("ClientError" in names and "Forbidden" in detail):
+        return PermissionError(
+            f"{loc.url}: access denied{endpoint_note(loc)} (wrong or missing credentials, or no "
+            f"permission to {action}): {detail}"
+        )
+    if isinstance(exc, FileNotFoundError) and "bucket" in detail.lower():
+        return FileNotFoundError(loc.missing_bucket())
+    return None
