@@ -24,7 +24,7 @@ from ddr.pipeline import plan_pipeline, run_plan
 #: pipeline -> the datasets its params read (param -> dataset name)
 CASES = {
     "quickstart": {"data": "demo.zarr"},
-    "classify": {"data": "demo.zarr", "test": "demo-2.zarr"},
+    "classify": {"data": "demo.zarr", "test": "demo.zarr"},
     "ppca-missing": {"data": "demo-missing.zarr"},
 }
 
@@ -47,7 +47,7 @@ def _run(name: str, data_root: str, out: str) -> dict:
     plan = plan_pipeline(
         PIPELINES / f"{name}.yaml", [*OVERRIDES.get(name, []), *params, f"out={out}"]
     )
-    return run_plan(plan, progress=False).to_dict()
+    return run_plan(plan).to_dict()
 
 
 def _zarr_outputs(root: str) -> dict[str, dict[str, np.ndarray]]:
