@@ -25,6 +25,8 @@ from ddr.pipeline import registry
 
 #: values of the wrong type for most declarations (each is used where no constraint takes it)
 WRONG_TYPES = ({"bad": 1}, [["nested"]], 5, "bogus")
+#: a valid value for each required parameter of an op (``load``'s path), by name
+REQUIRED_VALUES = {"path": "never-saved.zarr"}
 
 
 def _yaml(value):
@@ -98,8 +100,14 @@ def test_validate_refuses_every_bad_value_with_its_location_and_reads_nothing(
         op = registry.get_op(name)
         roles = ", ".join(f"{r}: {ref}" for r, ref in _inputs(op).items())
         lines += [f"  s{i}:", f"    op: {name}", f"    inputs: {{{roles}}}"]
+        # the op's other required parameters get a valid value, so only ``pname`` is refused
+        others = "".join(
+            f", {other}: {_yaml(REQUIRED_VALUES[other])}"
+            for other, param in op.params.items()
+            if other != pname and param.required
+        )
         prefix = f"    with: {{{pname}: "
-        lines.append(prefix + _yaml(value) + "}")
+        lines.append(prefix + _yaml(value) + others + "}")
         where = op.cls.__name__ if op.family == "fit" else name
         expected.append((len(lines), len(prefix) + 1, pname, where))
     lines += ["outputs:", "  - {kind: model, from: s0, path: out/never.zarr}"]
