@@ -291,7 +291,7 @@ def _run(
     import time
 
     from ddr._log import quiet_interrupted_shutdown, watch_cluster
-    from ddr.cluster import cluster_client
+    from ddr.cluster import ClusterError, cluster_client
     from ddr.config.errors import RunError
     from ddr.io.locations import redact
     from ddr.pipeline.plan import run_location
@@ -332,6 +332,9 @@ def _run(
                 raise
             finally:
                 closing = time.perf_counter()
+    except ClusterError as exc:  # before anything was read or written
+        log.error("run failed before reading anything: %s", exc)
+        code = 1
     except RunError as exc:
         log.error("run failed: %s", redact(str(exc)))
         log.debug("where it failed:", exc_info=True)

@@ -1,0 +1,140 @@
+"""What a cluster backend is: one class per ``kind`` of cluster config.
+
+A :class:`Backend` knows the keyword names its block takes (read from the backend's own
+signatures), how to check the block beyond those names, what to do before starting (commands
+on ``PATH``, whether any node can run the job), how to start a client, what it would start
+(``--dry-run``), and, for batch systems, why workers have not joined yet. The rest of
+``ddr.cluster`` (loading, waiting, reporting) is written once against this interface; adding a
+backend is adding one class to :data:`BACKENDS`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from ddr.cluster.config import ClusterConfig
+    from ddr.config.document import Document
+
+__all__ = ["BLAS_THREAD_VARS", "Backend", "ClusterError", "ClusterHandle", "JobState"]
+
+BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not give ddr its workers: a command is missing, no node can run the
+    job, the scheduler cannot be reached, or the workers did not join in time.
+
+    Raised before any data is read or any output written.
+    """
+
+
+@dataclass(frozen=True)
+class JobState:
+    """A batch job that has not given its workers yet, as the batch system reports it.
+
+    ``never`` is true when the batch system says the job can never start as submitted.
+    """
+
+    job_id: str
+    state: str
+    reason: str = ""
+    never: bool = False
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} {self.state}" + (f" ({self.reason})" if self.reason else "")
+
+
+@dataclass
+class ClusterHandle:
+    """What ``cluster_client`` gives: the client (None for local schedulers), a label, the
+    cluster object (None unless ddr started one) and how to ask about pending jobs."""
+
+    client: Any
+    description: str
+    cluster: Any = None
+    pending: Callable[[], list[JobState]] = field(default=lambda: [])
+
+
+def params_of(*callables: Any) -> set[str]:
+    """The keyword names the callables take (without ``self``, ``*args``, ``**kwargs``)."""
+    out: set[str] = set()
+    for fn in callables:
+        for p in inspect.signature(fn).parameters.values():
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name != "self":
+                out.add(p.name)
+    return out
+
+
+def call_text(name: str, kwargs: dict[str, Any]) -> str:
+    """``name(k=v, ...)``: how a dry run shows a call."""
+    inner = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+    return f"{name}({inner})"
+
+
+class Backend:
+    """One kind of cluster config. Subclasses set the class attributes and override what
+    differs; instances hold one validated config.
+
+    Attributes
+    ----------
+    kind : str
+        The config's ``kind:`` and the name of its keyword block.
+    target : str
+        What the block's keywords are passed to, e.g. ``dask_jobqueue.SLURMCluster``.
+    block : bool
+        Whether the kind takes a keyword block at all (threads/sync do not).
+    needs_block : bool
+        Whether the block is required.
+    scalable : bool
+        Whether ``scale:``/``adapt:`` apply.
+    waits : bool
+        Whether workers join some time after the cluster starts (batch jobs, pods, an
+        existing scheduler): ddr then waits for at least one worker before running.
+    """
+
+    kind: ClassVar[str]
+    target: ClassVar[str]
+    block: ClassVar[bool] = True
+    needs_block: ClassVar[bool] = False
+    scalable: ClassVar[bool] = False
+    waits: ClassVar[bool] = False
+
+    def __init__(self, config: ClusterConfig) -> None:
+        self.config = config
+        self.kwargs: dict[str, Any] = dict(getattr(config, self.kind, None) or {})
+
+    # ------------------------------------------------------------ validation
+    @classmethod
+    def keywords(cls) -> set[str]:
+        """The keyword names the block accepts."""
+        return set()
+
+    @classmethod
+    def check_block(cls, block: dict[str, Any], doc: Document) -> None:
+        """Problems of the block beyond unknown keywords, added to ``doc``."""
+
+    # --------------------------------------------------------------- running
+    def preflight(self) -> None:
+        """Checks before anything is started; raise :class:`ClusterError`."""
+
+    @contextlib.contextmanager
+    def start(self) -> Iterator[ClusterHandle]:
+        """Start (or connect to) the cluster and yield its handle; stop it on exit."""
+        raise NotImplementedError(f"{type(self).__name__}.start")  # pragma: no cover
+        yield  # type: ignore[unreachable]
+
+    def workers_joined(self, client: Any) -> None:
+        """Called once the wanted workers joined, before the run (e.g. to check them)."""
+
+    def dry_run(self) -> str:
+        """What :meth:`start` would start, without starting or writing anything."""
+        return call_text(self.target, self.kwargs)
+
+    def asks(self) -> str:
+        """What one job (or worker) asks of the batch system, for messages; '' if nothing."""
+        return ""

@@ -1,0 +1,46 @@
+"""Backends that start a dask cluster object (``LocalCluster``, ``SLURMCluster``, ``KubeCluster``)
+and connect a client to it: scaled or adapted as the config says, closed when the run ends."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from ddr.cluster.backend import Backend, ClusterHandle, JobState
+
+__all__ = ["Deployed"]
+
+
+class Deployed(Backend):
+    """A backend whose :meth:`make_cluster` gives a ``distributed`` cluster object."""
+
+    scalable = True
+
+    def make_cluster(self) -> Any:
+        """The started cluster object."""
+        raise NotImplementedError(f"{type(self).__name__}.make_cluster")  # pragma: no cover
+
+    def pending_jobs(self, cluster: Any) -> list[JobState]:
+        """Jobs of ``cluster`` whose workers have not joined, with the batch system's reason."""
+        return []
+
+    @contextlib.contextmanager
+    def start(self) -> Iterator[ClusterHandle]:
+        from distributed import Client
+
+        cluster = self.make_cluster()
+        try:
+            if self.config.scale is not None:
+                cluster.scale(**self.config.scale.model_dump(exclude_none=True))
+            if self.config.adapt is not None:
+                cluster.adapt(**self.config.adapt.model_dump(exclude_none=True))
+            with Client(cluster, set_as_default=False) as client:
+                yield ClusterHandle(
+                    client,
+                    type(cluster).__name__,
+                    cluster,
+                    pending=lambda: self.pending_jobs(cluster),
+                )
+        finally:
+            cluster.close()

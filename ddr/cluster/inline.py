@@ -1,0 +1,35 @@
+"""dask's local schedulers in the ``ddr`` process: ``kind: threads`` and ``kind: sync``."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from ddr.cluster.backend import Backend, ClusterHandle
+
+__all__ = ["Sync", "Threads"]
+
+
+class Threads(Backend):
+    """dask's threaded scheduler (``dask.config.set(scheduler="threads")``)."""
+
+    kind = "threads"
+    target = "dask.config.set(scheduler='threads')"
+    block = False
+
+    @contextlib.contextmanager
+    def start(self) -> Iterator[ClusterHandle]:
+        import dask
+
+        with dask.config.set(scheduler=self.kind):
+            yield ClusterHandle(None, f"dask {self.kind} scheduler (this process)")
+
+    def dry_run(self) -> str:
+        return self.target
+
+
+class Sync(Threads):
+    """dask's single-threaded scheduler, for debugging."""
+
+    kind = "sync"
+    target = "dask.config.set(scheduler='sync')"
