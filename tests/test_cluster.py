@@ -3,12 +3,19 @@ dry runs print what would start (the SLURM/PBS job script), and clients start an
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import socket
+import subprocess
+import sys
 
 import dask
 import pytest
-from pipeline_support import CLUSTER_CONFIGS
+from pipeline_support import CLUSTER_CONFIGS, PIPELINES
+from typer.testing import CliRunner
 
+from ddr.cli import app
 from ddr.cluster import (
     BLAS_THREAD_VARS,
     ClusterConfig,
@@ -16,8 +23,10 @@ from ddr.cluster import (
     dry_run,
     json_schema,
     load_cluster_config,
+    worker_environment,
 )
 from ddr.config.errors import PipelineError
+from ddr.demo import DemoSpec, write_demo_data
 
 SHIPPED = ["local", "address", "slurm", "pbs", "kubernetes"]
 
@@ -165,3 +174,231 @@ def test_cluster_json_schema():
     schema = json_schema()
     assert schema["title"].startswith("ddr cluster config")
     assert set(schema["properties"]["kind"]["enum"]) >= {"local", "slurm", "address"}
+
+
+# ------------------------------------------------------- settings reach the workers
+def test_worker_environment_gives_dask_the_same_settings():
+    block = {
+        "distributed.worker.memory.target": 0.55,
+        "distributed.scheduler.allowed-failures": 7,
+        "distributed.comm.timeouts.connect": "45s",
+        "distributed.nanny.pre-spawn-environ.OMP_NUM_THREADS": 1,
+        "distributed.nanny.pre-spawn-environ.MKL_NUM_THREADS": 1,
+    }
+    env = worker_environment(block)
+    assert env == {
+        "DASK_DISTRIBUTED__WORKER__MEMORY__TARGET": "0.55",
+        "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "7",
+        "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "'45s'",
+        # keys with capitals cannot be variable names: exported at their parent
+        "DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON": (
+            "{'OMP_NUM_THREADS': 1, 'MKL_NUM_THREADS': 1}"
+        ),
+    }
+    # a fresh dask process reads them back as the block says
+    code = (
+        "import dask, distributed, json; print(json.dumps([dask.config.get(k) for k in "
+        f"{list(block)!r}]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(out.stdout.splitlines()[-1]) == list(block.values())
+
+
+def test_local_workers_hold_the_dask_block(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "ddr-cluster: 1\nkind: local\nlocal:\n  n_workers: 1\n  threads_per_worker: 1\n"
+        "  processes: true\n  dashboard_address: null\n  memory_limit: 1GiB\n"
+        "dask:\n  distributed.worker.memory.target: 0.55\n"
+        "  distributed.worker.memory.spill: 0.65\n"
+    )
+
+    def held(dask_worker):
+        import dask
+
+        mm = dask_worker.memory_manager
+        return (
+            mm.memory_target_fraction,
+            mm.memory_spill_fraction,
+            dask.config.get("distributed.worker.memory.target"),
+        )
+
+    with cluster_client(load_cluster_config(path)) as handle:
+        assert set(handle.client.run(held).values()) == {(0.55, 0.65, 0.55)}
+
+
+@pytest.mark.parametrize("name", ["slurm", "pbs"])
+def test_job_scripts_export_the_dask_block_and_fall_back_for_local_directory(name):
+    pytest.importorskip("dask_jobqueue")
+    text = dry_run(load_cluster_config(CLUSTER_CONFIGS / f"{name}.yaml"))
+    for line in (
+        "export DASK_DISTRIBUTED__WORKER__MEMORY__TARGET=0.6",
+        "export DASK_DISTRIBUTED__WORKER__MEMORY__SPILL=0.7",
+        "export DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES=5",
+    ):
+        assert line in text.splitlines()
+    # exported before the worker starts, and the shipped $TMPDIR has a fallback
+    assert text.index("export DASK_") < text.index("distributed.cli.dask_worker")
+    assert "--local-directory ${TMPDIR:-/tmp} " in text
+
+
+def test_job_script_local_directory_falls_back_when_tmpdir_is_unset(tmp_path):
+    pytest.importorskip("dask_jobqueue")
+    text = dry_run(load_cluster_config(CLUSTER_CONFIGS / "slurm.yaml"))
+    command = next(line for line in text.splitlines() if "dask_worker" in line)
+    directory = command.split("--local-directory ")[1].split()[0]
+    env = {k: v for k, v in os.environ.items() if k != "TMPDIR"}
+    out = subprocess.run(
+        ["bash", "-c", f"echo {directory}"], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "/tmp"
+    env["TMPDIR"] = str(tmp_path)
+    out = subprocess.run(
+        ["bash", "-c", f"echo {directory}"], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == str(tmp_path)
+
+
+def test_kubernetes_pods_get_the_dask_block():
+    text = dry_run(load_cluster_config(CLUSTER_CONFIGS / "kubernetes.yaml"))
+    assert "DASK_DISTRIBUTED__WORKER__MEMORY__TARGET" in text and "0.6" in text
+    assert "OMP_NUM_THREADS" in text
+
+
+@pytest.mark.parametrize("name", ["slurm", "pbs"])
+def test_dry_run_writes_nothing(name, tmp_path, monkeypatch):
+    pytest.importorskip("dask_jobqueue")
+    monkeypatch.chdir(tmp_path)
+    text = dry_run(load_cluster_config(CLUSTER_CONFIGS / f"{name}.yaml"))
+    assert "dask-logs/" in text  # the script names the log directory ...
+    assert list(tmp_path.iterdir()) == []  # ... but it is not created
+
+
+def test_dask_keys_that_cannot_reach_workers_are_refused(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("ddr-cluster: 1\nkind: local\ndask:\n  Distributed.worker.memory.target: 1\n")
+    with pytest.raises(PipelineError) as info:
+        load_cluster_config(path)
+    assert "cannot be exported to the workers" in str(info.value)
+
+
+def test_wait_timeout_must_be_a_time(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("ddr-cluster: 1\nkind: local\nwait_timeout: soon\n")
+    with pytest.raises(PipelineError) as info:
+        load_cluster_config(path)
+    assert f"{path}:3:15: wait_timeout: expected seconds or a time such as 10m; got 'soon'" in str(
+        info.value
+    )
+
+
+# ------------------------------------------------- bad input: exit code, message, nothing written
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with dask.config.set(scheduler="threads"):
+        write_demo_data(tmp_path / "demo.zarr", DemoSpec(1000, 12, 2, 2, 500, seed=0))
+    return tmp_path
+
+
+def _run(*args: str):
+    return CliRunner().invoke(app, ["run", str(PIPELINES / "quickstart.yaml"), *args])
+
+
+def _nothing_written(directory) -> None:
+    assert sorted(p.name for p in directory.iterdir() if p.name != "sched.json") == ["demo.zarr"]
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_scheduler_times_out_with_its_address(workdir):
+    address = f"tcp://127.0.0.1:{_closed_port()}"
+    result = _run(
+        "--cluster",
+        str(CLUSTER_CONFIGS / "address.yaml"),
+        "--cluster-set",
+        f"address={address}",
+        "--cluster-set",
+        "address.timeout=1s",
+    )
+    assert result.exit_code == 1, result.output
+    assert (
+        f"ddr: run failed before reading anything: no scheduler answered at {address} "
+        "within 1 s (OSError: Timed out trying to connect" in result.output
+    )
+    _nothing_written(workdir)
+
+
+def test_stale_scheduler_file_times_out_naming_the_file(workdir):
+    address = f"tcp://127.0.0.1:{_closed_port()}"
+    (workdir / "sched.json").write_text(json.dumps({"address": address}))
+    sets = ["address.address=null", "address.scheduler_file=sched.json", "address.timeout=1s"]
+    result = _run(
+        "--cluster",
+        str(CLUSTER_CONFIGS / "address.yaml"),
+        *[a for s in sets for a in ("--cluster-set", s)],
+    )
+    assert result.exit_code == 1, result.output
+    assert re.search(
+        rf"no scheduler answered at {address} \(from scheduler file sched.json, written \d+ s "
+        r"ago\) within 1 s; a stale scheduler file\?",
+        result.output,
+    ), result.output
+    _nothing_written(workdir)
+
+
+def test_missing_scheduler_file(workdir):
+    sets = ["address.address=null", "address.scheduler_file=nowhere.json"]
+    result = _run(
+        "--cluster",
+        str(CLUSTER_CONFIGS / "address.yaml"),
+        *[a for s in sets for a in ("--cluster-set", s)],
+    )
+    assert result.exit_code == 1, result.output
+    assert "scheduler file nowhere.json does not exist" in result.output
+    _nothing_written(workdir)
+
+
+def test_cluster_set_key_the_backend_does_not_have(workdir):
+    result = _run(
+        "--cluster", str(CLUSTER_CONFIGS / "slurm.yaml"), "--cluster-set", "slurm.corse=2"
+    )
+    assert result.exit_code == 2, result.output
+    assert (
+        "--cluster-set slurm.corse=2: dask_jobqueue.SLURMCluster has no keyword 'corse' "
+        "(did you mean 'cores'?)" in result.output
+    )
+    result = _run("--cluster", str(CLUSTER_CONFIGS / "slurm.yaml"), "--cluster-set", "job=2")
+    assert result.exit_code == 2, result.output
+    assert "--cluster-set job=2: no param 'job' in " in result.output
+    assert "(did you mean 'jobs'?)" in result.output
+    _nothing_written(workdir)
+
+
+@pytest.mark.parametrize(
+    ("name", "command", "package"),
+    [
+        ("slurm", "sbatch", "apt-get install slurm-client"),
+        ("pbs", "qsub", "OpenPBS/PBS Pro or Torque"),
+    ],
+)
+def test_batch_command_missing_on_path(workdir, monkeypatch, name, command, package):
+    pytest.importorskip("dask_jobqueue")
+    monkeypatch.setenv("PATH", str(workdir / "bin"))  # an empty PATH: no batch commands
+    result = _run("--cluster", str(CLUSTER_CONFIGS / f"{name}.yaml"))
+    assert result.exit_code == 1, result.output
+    assert f"ddr: run failed before reading anything: {command} not found on PATH" in (
+        result.output
+    )
+    assert package in result.output
+    _nothing_written(workdir)
