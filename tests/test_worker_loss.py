@@ -1,0 +1,233 @@
+"""Worker loss, for real: a ``dask scheduler`` and two ``dask worker`` processes on loopback
+(tests/dask_processes.py), one worker process killed by pid (kill -9; its nanny starts a new
+one) in the middle of a shared pass, of PPCA's EM and of the streaming writes, or retired by
+``--lifetime`` in the middle of a run. The outputs equal those of an undisturbed run (PPCA
+within 3e-12), and the run's log (the ``ddr.cluster`` logger) reports each lost or retired
+worker and what was recomputed.
+
+Each chunk read takes 0.1 s longer in these workers (tests/worker_delay.py) so that a pass
+over the small test data lasts long enough to be interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+
+import dask
+import numpy as np
+import pytest
+import zarr
+from dask_processes import dask_processes, kill
+from pipeline_support import CLUSTER_CONFIGS, PIPELINES
+
+from ddr.cluster import cluster_client, load_cluster_config
+from ddr.demo import DemoSpec, write_demo_data
+from ddr.pipeline import plan_pipeline, run_plan
+
+DELAY = 0.1
+
+#: pipelines without plots (matplotlib in the client would only slow the tests down)
+PCA_SCORES = """\
+ddr: 1
+name: pca-scores
+params: {out: out}
+inputs:
+  X: {path: demo.zarr, array: X}
+steps:
+  pca: {op: PCA.fit, inputs: {X: X}, with: {n_components: 4}}
+  scores: {op: PCA.transform, inputs: {model: pca, X: X}}
+outputs:
+  - {kind: zarr, from: scores, path: "${params.out}/scores.zarr"}
+  - {kind: metrics, from: [pca.explained_variance_], path: "${params.out}/metrics.json"}
+"""
+PPCA_MISSING = """\
+ddr: 1
+name: ppca-em
+params: {out: out}
+inputs:
+  X: {path: demo-missing.zarr, array: X}
+steps:
+  ppca: {op: PPCA.fit, inputs: {X: X}, with: {n_components: 3, max_iter: 5, tol: 0.0}}
+  scores: {op: PPCA.transform, inputs: {model: ppca, X: X}}
+outputs:
+  - {kind: zarr, from: scores, path: "${params.out}/scores.zarr"}
+  - {kind: model, from: ppca, path: "${params.out}/ppca.model.zarr"}
+  - kind: metrics
+    from: {noise_variance: ppca.noise_variance_, loglik: ppca.loglik_curve_}
+    path: ${params.out}/metrics.json
+"""
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("worker-loss-data")
+    with dask.config.set(scheduler="threads"):
+        write_demo_data(d / "demo.zarr", DemoSpec(6000, 12, 4, 3, 500, seed=5))
+        write_demo_data(
+            d / "demo-missing.zarr", DemoSpec(6000, 12, 4, 3, 500, seed=6, missing=0.05)
+        )
+    (d / "pca-scores.yaml").write_text(PCA_SCORES)
+    (d / "ppca-em.yaml").write_text(PPCA_MISSING)
+    return d
+
+
+@pytest.fixture(scope="module")
+def procs(tmp_path_factory):
+    """Two workers with nannies: a killed worker process is replaced for the next test."""
+    with dask_processes(tmp_path_factory.mktemp("worker-loss-logs"), [[], []], DELAY) as p:
+        yield p
+
+
+@pytest.fixture
+def workdir(data, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("demo.zarr", "demo-missing.zarr", "pca-scores.yaml", "ppca-em.yaml"):
+        (tmp_path / name).symlink_to(data / name)
+    (tmp_path / "logs").mkdir()
+    return tmp_path
+
+
+class KillWhen(threading.Thread):
+    """kill -9 one worker once it holds a finished ``prefix`` task while more ``prefix``
+    tasks are still to run, and ``groups`` task groups of that prefix have been seen (the
+    iteration of a multi-pass fit)."""
+
+    def __init__(self, procs, prefix: str, groups: int = 1) -> None:
+        super().__init__(daemon=True)
+        self.procs, self.prefix, self.groups = procs, prefix, groups
+        self.victim, self.pid = next(iter(procs.worker_pids().items()))
+        self.killed_at: float | None = None
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        prefix, victim = self.prefix, self.victim
+
+        def look(dask_scheduler):  # runs on the scheduler (shipped by value)
+            from dask.utils import key_split
+
+            ws = dask_scheduler.workers.get(victim)
+            held = ws is not None and any(key_split(t.key) == prefix for t in ws.has_what)
+            tasks = [t for t in dask_scheduler.tasks.values() if key_split(t.key) == prefix]
+            todo = any(t.state in ("waiting", "queued", "processing") for t in tasks)
+            return held and todo, sorted({t.group_key for t in tasks})
+
+        seen: set[str] = set()
+        with self.procs.client() as client:
+            while not self.stop.is_set():
+                ready, groups = client.run_on_scheduler(look)
+                seen.update(groups)
+                if ready and len(seen) >= self.groups:
+                    kill(self.pid)
+                    self.killed_at = time.monotonic()
+                    return
+                time.sleep(0.02)
+
+
+def _run(procs, pipeline: Path, sets: list[str], killer: KillWhen | None) -> None:
+    config = load_cluster_config(CLUSTER_CONFIGS / "address.yaml", [f"address={procs.address}"])
+    with cluster_client(config):
+        if killer is not None:
+            killer.start()
+        try:
+            summary = run_plan(plan_pipeline(pipeline, sets), progress=False)
+        finally:
+            if killer is not None:
+                killer.stop.set()
+                killer.join()
+    assert summary.status == "ok"
+
+
+def _undisturbed(pipeline: Path, sets: list[str]) -> None:
+    with dask.config.set(scheduler="threads"):
+        assert run_plan(plan_pipeline(pipeline, sets), progress=False).status == "ok"
+
+
+def _arrays(out: Path) -> dict[str, np.ndarray]:
+    """Every array of every Zarr output under ``out``, and every JSON metric."""
+    found: dict[str, np.ndarray] = {}
+    for store in sorted(out.glob("*.zarr")):
+        group = zarr.open_group(str(store), mode="r")
+        for name, arr in group.arrays():
+            found[f"{store.name}/{name}"] = arr[...]
+    for path in sorted(out.glob("*.json")):
+        if path.name == "run-summary.json":
+            continue
+        for key, value in json.loads(path.read_text()).items():
+            if not key.startswith("ddr:"):
+                found[f"{path.name}/{key}"] = np.asarray(value)
+    return found
+
+
+def _same(a: Path, b: Path, rtol: float = 0.0) -> None:
+    got, want = _arrays(a), _arrays(b)
+    assert sorted(got) == sorted(want) and got
+    for key in want:
+        if rtol == 0.0:
+            np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+        else:
+            np.testing.assert_allclose(got[key], want[key], rtol=rtol, atol=0, err_msg=key)
+
+
+def _lost_reported(caplog, victim: str) -> str:
+    lines = [r.getMessage() for r in caplog.records if r.name == "ddr.cluster"]
+    lost = [m for m in lines if m.startswith(f"worker {victim} lost")]
+    assert lost, lines
+    assert any(m.startswith("during the run 1 worker(s) were lost") for m in lines), lines
+    return lost[0]
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "prefix"),
+    [
+        (PIPELINES / "one-pass-statistics.yaml", "ddr-stats-block"),  # a pass shared by 5 fits
+        (Path("pca-scores.yaml"), "store-map"),  # streaming the scores to Zarr
+    ],
+    ids=["shared-pass", "streaming-writes"],
+)
+def test_worker_killed_mid_run_gives_identical_outputs(procs, workdir, caplog, pipeline, prefix):
+    path = workdir / pipeline
+    procs.wait_for_workers(2)
+    with caplog.at_level(logging.INFO, logger="ddr.cluster"):
+        killer = KillWhen(procs, prefix)
+        _run(procs, path, ["out=disturbed"], killer)
+    assert killer.killed_at is not None, "the worker was not killed: the test tested nothing"
+    message = _lost_reported(caplog, killer.victim)
+    assert "recomputed" in message and prefix in message, message
+    _undisturbed(path, ["out=undisturbed"])
+    _same(workdir / "disturbed", workdir / "undisturbed")
+
+
+@pytest.mark.filterwarnings("ignore:PPCA. EM did not converge")
+def test_worker_killed_during_ppca_em(procs, workdir, caplog):
+    path, sets = workdir / "ppca-em.yaml", []
+    procs.wait_for_workers(2)
+    with caplog.at_level(logging.INFO, logger="ddr.cluster"):
+        killer = KillWhen(procs, "ddr-stats-block", groups=3)  # in the third EM pass
+        _run(procs, path, [*sets, "out=disturbed"], killer)
+    assert killer.killed_at is not None, "the worker was not killed: the test tested nothing"
+    _lost_reported(caplog, killer.victim)
+    _undisturbed(path, [*sets, "out=undisturbed"])
+    _same(workdir / "disturbed", workdir / "undisturbed", rtol=3e-12)
+
+
+def test_worker_retired_by_lifetime_mid_run(workdir, caplog):
+    path = workdir / "pca-scores.yaml"
+    # one worker retires 5 s after it starts; the run's two passes over 12 chunks slowed
+    # to 0.4 s each, on two workers, last longer than that
+    workers = [["--lifetime", "5s"], []]
+    with (
+        dask_processes(workdir / "logs", workers, chunk_delay=4 * DELAY) as procs,
+        caplog.at_level(logging.INFO, logger="ddr.cluster"),
+    ):
+        _run(procs, path, ["out=disturbed"], None)
+    lines = [r.getMessage() for r in caplog.records if r.name == "ddr.cluster"]
+    retired = [m for m in lines if " retired (its lifetime ended or the cluster scaled down)" in m]
+    assert retired, lines
+    assert any(m.startswith("during the run 1 worker(s) retired") for m in lines), lines
+    assert not any(" lost " in m for m in lines), lines
+    _undisturbed(path, ["out=undisturbed"])
+    _same(workdir / "disturbed", workdir / "undisturbed")
