@@ -186,6 +186,16 @@ class DDRMixin:
         stops when it converges). One-pass fits are known from :meth:`_fit_plan`."""
         return None
 
+    def _pass_statistics(self, n_features: int) -> list[tuple[Any, int]]:
+        """The statistics of the widest pass ``fit`` makes over ``n_features`` columns, each
+        as ``(StatSpec, width it accumulates)``, for memory estimates made before a run
+        (:mod:`ddr.pipeline.memory`). The default, a full :class:`~ddr.stats.Moments` of the
+        input, holds for the covariance-based fits; other estimators override it.
+        """
+        from ddr.stats import Moments
+
+        return [(Moments.spec(), n_features)]
+
     # ------------------------------------------------------------------ input
     def _rows(
         self,

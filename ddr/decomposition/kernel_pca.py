@@ -311,6 +311,12 @@ default="linear"
             return None
 
     # ---------------------------------------------------------------------- fit
+    def _pass_statistics(self, n_features: int) -> list[tuple[Any, int]]:
+        """The moments of the Nystrom features: one column per landmark."""
+        from ddr.stats import Moments
+
+        return [(Moments.spec(), int(self.n_landmarks))]
+
     @fit_context
     def fit(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> KernelPCA:
         """Fit kernel PCA to the rows of X.

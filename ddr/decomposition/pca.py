@@ -286,6 +286,18 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             _check_complete(rows.data)
         return rows
 
+    def _pass_statistics(self, n_features: int) -> list[tuple[Any, int]]:
+        """Moments for the covariance solver; the randomized solver's passes hold a
+        d x (k + n_oversamples) centred product."""
+        if self._resolve_solver(n_features) != "randomized":
+            return super()._pass_statistics(n_features)
+        from ddr.stats.sketch import CentredProduct
+
+        k = self.n_components if isinstance(self.n_components, Integral) else n_features
+        width = min(n_features, int(k) + int(self.n_oversamples))
+        basis = np.broadcast_to(0.0, (n_features, width))  # only its shape is read
+        return [(CentredProduct.spec(basis=basis), n_features)]
+
     @fit_context
     def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan | None:
         """One pass of Moments for the covariance solver; None (multi-pass) otherwise."""

@@ -349,6 +349,13 @@ class PPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         self._fit_em(rows, q)
         return self
 
+    def _pass_statistics(self, n_features: int) -> list[tuple[Any, int]]:
+        """The E-step sums of an EM iteration (with missing entries, the widest case)."""
+        q = self.n_components if isinstance(self.n_components, Integral) else n_features - 1
+        q = max(1, min(int(q), n_features - 1))
+        params = PPCAParams(np.zeros((n_features, q)), np.zeros(n_features), 1.0)
+        return [(PPCASums.spec(params=params), n_features)]
+
     @fit_context
     def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan | None:
         """The closed-form fit is one pass of Moments; EM is iterative (None)."""

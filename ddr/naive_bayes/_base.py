@@ -166,6 +166,9 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC
     def _statistics(self) -> dict[str, StatSpec]:
         """The statistics of one pass, by the fitted attribute that stores them."""
 
+    def _pass_statistics(self, n_features: int) -> list[tuple[Any, int]]:
+        return [(spec, n_features) for spec in self._statistics().values()]
+
     @abc.abstractmethod
     def _empty_statistics(self, classes: np.ndarray, n_features: int) -> dict[str, Statistic]:
         """The same statistics for declared classes and no rows (the merge identity)."""

@@ -37,6 +37,7 @@ from ddr.config.errors import RunError
 from ddr.io.locations import Location, redact, resolve
 from ddr.pipeline._counting import count_key
 from ddr.pipeline.fitplans import call, fit_plan
+from ddr.pipeline.memory import check_worker_memory
 from ddr.pipeline.plan import run_location
 from ddr.pipeline.planner import Phase, Plan, StepPlan
 from ddr.pipeline.schema import split_ref
@@ -496,6 +497,7 @@ def run_plan(
     summary_path = summary_path or opts.summary
     performance_report = performance_report or opts.performance_report
     runner = _Runner(plan, clock=clock or RunClock(), argv=argv)
+    check_worker_memory(plan, runner.client)  # before anything is read or written
     if runner.client is not None:
         link = dashboard_link(runner.client)
         if link:

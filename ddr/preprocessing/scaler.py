@@ -157,6 +157,9 @@ class StandardScaler(DDRMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstim
         _check_some_weight(value, sample_weight)
         return plan.finish(value)
 
+    def _pass_statistics(self, n_features: int) -> list[tuple[Any, int]]:
+        return [(_SPEC, n_features)]
+
     @fit_context
     def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan:
         """The fit as one lazy pass of diagonal Moments and the read-out."""

@@ -132,6 +132,9 @@ class _BaseRandomProjection(
             return int(johnson_lindenstrauss_min_dim(n_samples, eps=eps))
         return super()._output_width(params, n_samples, n_features)
 
+    def _pass_statistics(self, n_features: int) -> list[tuple[Any, int]]:
+        return []  # fit reads only the shape of X
+
     @fit_context
     def fit(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> Any:
         """Draw the projection matrix; only the shape of X is used (no pass over the data).

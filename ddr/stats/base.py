@@ -63,6 +63,24 @@ class Statistic(abc.ABC):
     def _scalars(self) -> dict[str, Any]:
         """The JSON-serialisable fields, by name."""
 
+    # ------------------------------------------------------ memory estimates
+    @classmethod
+    def value_nbytes(cls, n_features: int, n_classes: int = 1, **options: Any) -> int:
+        """Bytes of one value of the statistic (a block's or a merge's), for memory estimates
+        made before a pass (a merge task holds ``split_every`` of them).
+
+        The default is what most statistics hold: a d x d float64 scatter and two float64
+        d-vectors per class. Statistics that hold less or more override it.
+        """
+        return 8 * n_classes * (n_features * n_features + 2 * n_features)
+
+    @classmethod
+    def block_nbytes(cls, n_rows: int, n_features: int, n_classes: int = 1, **options: Any) -> int:
+        """Bytes :meth:`from_block` allocates besides its input block and its value, for
+        memory estimates: by default the float64 buffer of up to 8192 centred rows that the
+        statistics share (:mod:`ddr.stats._centring`)."""
+        return 8 * min(n_rows, 8192) * n_features
+
     @classmethod
     def spec(cls, **options: Any) -> StatSpec:
         """A configured statistic for :func:`compute`, e.g. ``Moments.spec(diagonal=True)``.
@@ -126,6 +144,14 @@ class StatSpec:
         sample_weight: np.ndarray | None = None,
     ) -> Statistic:
         return self.cls.from_block(X, y, sample_weight, **dict(self.options))
+
+    def value_nbytes(self, n_features: int, n_classes: int = 1) -> int:
+        """:meth:`Statistic.value_nbytes` with this spec's options."""
+        return int(self.cls.value_nbytes(n_features, n_classes, **dict(self.options)))
+
+    def block_nbytes(self, n_rows: int, n_features: int, n_classes: int = 1) -> int:
+        """:meth:`Statistic.block_nbytes` with this spec's options."""
+        return int(self.cls.block_nbytes(n_rows, n_features, n_classes, **dict(self.options)))
 
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in self.options)

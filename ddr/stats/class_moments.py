@@ -245,6 +245,28 @@ class ClassMoments(Statistic):
         return bool(self.moments) and self.moments[0].diagonal
 
     # ------------------------------------------------------------------ merge
+    @classmethod
+    def value_nbytes(
+        cls, n_features: int, n_classes: int = 1, *, diagonal: bool = False, **options: Any
+    ) -> int:
+        """Memory estimate of one value: one :class:`Moments` per class."""
+        return Moments.value_nbytes(n_features, n_classes, diagonal=diagonal)
+
+    @classmethod
+    def block_nbytes(
+        cls,
+        n_rows: int,
+        n_features: int,
+        n_classes: int = 1,
+        *,
+        nan_policy: str = "raise",
+        **options: Any,
+    ) -> int:
+        """Memory estimate of ``from_block``'s temporaries: the centring buffer and the rows'
+        class order; with ``nan_policy="omit"`` a regrouped copy of the block as well."""
+        extra = 8 * n_rows * n_features if nan_policy == "omit" else 0
+        return super().block_nbytes(n_rows, n_features, n_classes) + 8 * n_rows + extra
+
     def merge(self, other: Self) -> Self:
         if not isinstance(other, ClassMoments):
             raise TypeError(f"cannot merge ClassMoments with {type(other).__name__}")

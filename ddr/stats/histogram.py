@@ -210,6 +210,18 @@ class Histogram(Statistic):
     def n_bins(self) -> int:
         return self.counts.shape[2]
 
+    @classmethod
+    def value_nbytes(
+        cls, n_features: int, n_classes: int = 1, *, n_bins: int = DEFAULT_BINS, **options: Any
+    ) -> int:
+        """Memory estimate of one value: ``n_bins`` float64 counts per class and feature."""
+        return 8 * n_classes * n_features * (n_bins + 2)
+
+    @classmethod
+    def block_nbytes(cls, n_rows: int, n_features: int, n_classes: int = 1, **options: Any) -> int:
+        """Memory estimate of ``from_block``'s temporaries: lattice indices of a sub-block."""
+        return 16 * min(n_rows, 8192) * n_features
+
     def merge(self, other: Self) -> Self:
         if not isinstance(other, Histogram):
             raise TypeError(f"cannot merge Histogram with {type(other).__name__}")

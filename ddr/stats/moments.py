@@ -230,6 +230,31 @@ class Moments(Statistic):
         return self.scatter.ndim == 1
 
     # ------------------------------------------------------------------ merge
+    @classmethod
+    def value_nbytes(
+        cls, n_features: int, n_classes: int = 1, *, diagonal: bool = False, **options: Any
+    ) -> int:
+        """Memory estimate of one value: a d x d scatter, or three d-vectors if diagonal."""
+        if diagonal:
+            return 8 * n_classes * 3 * n_features
+        return super().value_nbytes(n_features, n_classes)
+
+    @classmethod
+    def block_nbytes(
+        cls,
+        n_rows: int,
+        n_features: int,
+        n_classes: int = 1,
+        *,
+        nan_policy: str = "raise",
+        **options: Any,
+    ) -> int:
+        """Memory estimate of ``from_block``'s temporaries: with ``nan_policy="omit"``, about
+        six float64 arrays the size of the block (copy, mask, weights, filled, centred)."""
+        if nan_policy == "omit":
+            return 6 * 8 * n_rows * n_features
+        return super().block_nbytes(n_rows, n_features, n_classes)
+
     def merge(self, other: Self) -> Self:
         """Chan/Golub/LeVeque merge of the moments of two disjoint sets of rows."""
         if not isinstance(other, Moments):

@@ -393,6 +393,31 @@ class PPCASums(Statistic):
     def n_components(self) -> int:
         return self.yz.shape[1] - 1
 
+    @classmethod
+    def value_nbytes(
+        cls, n_features: int, n_classes: int = 1, *, params: Any = None, **options: Any
+    ) -> int:
+        """Memory estimate of one value, with missing entries (per-feature (q+1)^2 sums)."""
+        q1 = (params.q if params is not None else 1) + 1
+        return 8 * (n_features * (q1 * q1 + q1 + 2) + 3 * q1 * q1)
+
+    @classmethod
+    def block_nbytes(
+        cls,
+        n_rows: int,
+        n_features: int,
+        n_classes: int = 1,
+        *,
+        params: Any = None,
+        **options: Any,
+    ) -> int:
+        """Memory estimate of ``from_block``'s temporaries, per sub-block of rows: centred
+        rows, their products with W and, for rows with missing entries, their (q+1)^2
+        posterior moments."""
+        q1 = (params.q if params is not None else 1) + 1
+        rows = min(n_rows, small_gemm_rows(n_features, q1, lo=128, hi=4096))
+        return 8 * rows * (2 * n_features + q1 * q1 + q1)
+
     def merge(self, other: Self) -> Self:
         """Add the sums of disjoint rows (for the same parameters)."""
         if not isinstance(other, PPCASums):

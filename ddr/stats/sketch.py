@@ -180,6 +180,29 @@ class CentredProduct(Statistic):
         return self.product.shape[1]
 
     # ------------------------------------------------------------------ merge
+    @classmethod
+    def value_nbytes(
+        cls, n_features: int, n_classes: int = 1, *, basis: Any = None, **options: Any
+    ) -> int:
+        """Memory estimate of one value: the d x l product and three d-vectors."""
+        width = int(np.shape(basis)[1]) if basis is not None else 1
+        return 8 * (n_features * width + 3 * n_features + width)
+
+    @classmethod
+    def block_nbytes(
+        cls,
+        n_rows: int,
+        n_features: int,
+        n_classes: int = 1,
+        *,
+        basis: Any = None,
+        **options: Any,
+    ) -> int:
+        """Memory estimate of ``from_block``'s temporaries: the centring buffer and the
+        l-wide projection of a sub-block."""
+        width = int(np.shape(basis)[1]) if basis is not None else 1
+        return 8 * min(n_rows, 8192) * (n_features + width + 1)
+
     def merge(self, other: Self) -> Self:
         """Chan merge of two disjoint sets of rows sketched with the same basis."""
         if not isinstance(other, CentredProduct):
