@@ -368,7 +368,7 @@ class _Runner(OutputWriter):
                 if fitplan is None:
                     self.values[sid] = {"statistic": _single(value)}
                 else:
-                    self._store_fit(step, fitplan.finish(value))
+                    self._store_fit(step, fitplan.solve(value))
             except Exception as exc:
                 raise RunError(
                     f"{type(exc).__name__}: {exc}", f"step {sid} ({step.op.name})"
@@ -404,7 +404,7 @@ class _Runner(OutputWriter):
                     except Exception as exc:
                         plan.explain(exc)
                         raise
-                    est = plan.finish(value)
+                    est = plan.solve(value)
                     res.action = "fit (one pass)"
                 else:
                     logger.info("%s: %s, a multi-pass fit", sid, step.op.name)
