@@ -1,5 +1,8 @@
 """Run the benchmarks: ``python -m benchmarks [--datasets S,M,L,W] [--suites foundation,...]``.
 
+``--suites scaling`` makes its own data and clusters: ``--workers 1,2,4,8,16`` and
+``--scaling-rows N`` size it (the shared datasets are then not generated).
+
 Generates (or reuses) the datasets under ``--data-dir``, runs the suites, prints one table per
 suite (rows: methods, columns: datasets) and writes it to ``benchmarks/results/<suite>.md``;
 ``benchmarks/RESULTS.md`` is then rebuilt from every suite's latest results.
@@ -18,7 +21,7 @@ from benchmarks import suites
 from benchmarks.harness import DATASETS, Context, Row, format_cell, machine_description
 
 HERE = Path(__file__).parent
-ORDER = ["foundation", "linear", "generative", "nonlinear", "pipeline"]
+ORDER = ["foundation", "linear", "generative", "nonlinear", "pipeline", "scaling"]
 
 
 def available_suites() -> list[str]:
@@ -51,6 +54,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=HERE / "data")
     parser.add_argument("--repeat", type=int, default=1, help="runs per cell (median)")
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument(
+        "--workers", default="1,2,4,8,16", help="scaling suite: worker processes, comma-separated"
+    )
+    parser.add_argument(
+        "--scaling-rows",
+        type=int,
+        default=8_000_000,
+        help="scaling suite: rows of its 100-column float32 dataset",
+    )
     args = parser.parse_args(argv)
     datasets = [d for d in args.datasets.split(",") if d]
     chosen = [s for s in args.suites.split(",") if s]
@@ -61,22 +73,33 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown datasets/suites: {unknown}")
 
     ctx = Context(datasets, args.data_dir, repeat=args.repeat)
+    ctx.workers = [int(n) for n in args.workers.split(",") if n]
+    ctx.scaling_rows = args.scaling_rows
+    modules = {s: importlib.import_module(f"benchmarks.suites.{s}") for s in chosen}
+    shared = [s for s in chosen if getattr(modules[s], "USES_DATASETS", True)]
     started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     command = "python -m benchmarks " + " ".join(argv if argv is not None else sys.argv[1:])
     try:
-        for name in datasets:
+        for name in datasets if shared else ():
             ctx.ensure(name)
         for suite in chosen:
             ctx.suite = suite
-            for name in datasets:  # the read floor opens every suite's table, same run
-                ctx.measure_floor(name)
-            module = importlib.import_module(f"benchmarks.suites.{suite}")
+            module = modules[suite]
+            if suite in shared:
+                for name in datasets:  # the read floor opens every suite's table, same run
+                    ctx.measure_floor(name)
             module.run(ctx)
-            rows = [r for r in ctx.rows if r.suite == suite]
-            text = table(rows, datasets, ctx._floors)
+            if hasattr(module, "report"):  # a suite with tables of its own shape
+                text = module.report(ctx)
+            else:
+                rows = [r for r in ctx.rows if r.suite == suite]
+                text = table(rows, datasets, ctx._floors)
+            # a suite of its own data says which machine it ran on (RESULTS.md's header names
+            # the machine of the shared suites)
+            machine = "" if suite in shared else f"Machine: {machine_description()}\n\n"
             doc = (
                 f"## {suite}\n\n{(module.__doc__ or '').strip()}\n\nRun {started}: "
-                f"`{command}`\n\n{text}\n"
+                f"`{command}`\n\n{machine}{text}\n"
             )
             print("\n" + doc, flush=True)
             if not args.no_write:
@@ -86,11 +109,19 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         ctx.close()
     if not args.no_write:
-        write_results(machine_description())
+        write_results(machine_description() if shared else None)
     return 0
 
 
-def write_results(machine: str) -> None:
+def write_results(machine: str | None) -> None:
+    """Rebuild RESULTS.md from every suite's latest results; ``machine`` None keeps the
+    machine line of the current RESULTS.md (only suites with their own machine line ran)."""
+    if machine is None:
+        old = (
+            (HERE / "RESULTS.md").read_text().splitlines() if (HERE / "RESULTS.md").exists() else []
+        )
+        line = next((x for x in old if x.startswith("Machine: ")), "Machine: unknown")
+        machine = line.removeprefix("Machine: ")
     parts = [
         "# ddr benchmark results\n",
         f"Machine: {machine}\n",

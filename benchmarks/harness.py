@@ -131,6 +131,8 @@ class Context:
         self.repeat = repeat
         self.rows: list[Row] = []
         self.suite = ""
+        self.workers: list[int] = [1, 2]  # the scaling suite's worker counts
+        self.scaling_rows = 8_000_000
         self._client: Any = None
         self._cluster: Any = None
         self._numpy: dict[str, np.ndarray] = {}
