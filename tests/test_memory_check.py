@@ -51,7 +51,7 @@ def test_working_sets_come_from_the_statistic_classes(here):
     pca = task_memory(plan, "pca")
     assert (pca.stored, pca.decoded) == (chunk, chunk)
     assert pca.statistics == Moments.value_nbytes(d) == 8 * (d * d + 2 * d)
-    assert pca.scratch == 8 * 8192 * d
+    assert pca.scratch == 8 * 1024 * d  # the centring buffer: at least 1024 rows
     assert pca.merge == (16 + 1) * pca.statistics  # split_every 16 at d = 300
     nb = task_memory(plan, "nb")
     assert nb.statistics == ClassMoments.value_nbytes(d, diagonal=True) == 8 * 3 * d
@@ -78,7 +78,7 @@ def _params(d, q):
 def test_memory_limit_too_small_exit_1_nothing_written(here):
     cluster = here / "small.yaml"
     cluster.write_text(
-        "ddr-cluster: 1\nkind: local\nlocal:\n  n_workers: 1\n  threads_per_worker: 6\n"
+        "ddr-cluster: 1\nkind: local\nlocal:\n  n_workers: 1\n  threads_per_worker: 8\n"
         "  memory_limit: 450MiB\n  dashboard_address: null\n"
     )
     result = CliRunner().invoke(
@@ -88,10 +88,10 @@ def test_memory_limit_too_small_exit_1_nothing_written(here):
     text = " ".join(result.output.split())
     assert re.search(
         r"ddr: run failed: not enough memory per worker: worker tcp://\S+ has memory_limit "
-        r"450 MiB; it holds \d+ MiB before any task \(measured\) and each of its 6 thread\(s\) "
+        r"450 MiB; it holds \d+ MiB before any task \(measured\) and each of its 8 thread\(s\) "
         r"needs up to \d+ MiB for one task of the pass shared by step pca, step nb \(chunk of "
         r"20000 x 300 float32: 23 MiB stored \+ 23 MiB decoded, statistics 0.7 MiB, scratch "
-        r"19 MiB; a merge task 12 MiB\): in all \d+ MiB, more than the 360 MiB \(0.8 of the "
+        r"2.5 MiB; a merge task 12 MiB\): in all \d+ MiB, more than the 360 MiB \(0.8 of the "
         r"limit\) at which dask stops the worker",
         text,
     ), text

@@ -77,9 +77,11 @@ class Statistic(abc.ABC):
     @classmethod
     def block_nbytes(cls, n_rows: int, n_features: int, n_classes: int = 1, **options: Any) -> int:
         """Bytes :meth:`from_block` allocates besides its input block and its value, for
-        memory estimates: by default the float64 buffer of up to 8192 centred rows that the
-        statistics share (:mod:`ddr.stats._centring`)."""
-        return 8 * min(n_rows, 8192) * n_features
+        memory estimates: by default the float64 buffer of centred rows that the statistics
+        share (:mod:`ddr.stats._centring`), about 1 MiB: 2**17 / d rows, at least 1024 and at
+        most 8192."""
+        rows = min(n_rows, int(np.clip(2**17 // max(n_features, 1), 1024, 8192)))
+        return 8 * rows * n_features
 
     @classmethod
     def spec(cls, **options: Any) -> StatSpec:

@@ -220,7 +220,7 @@ class Histogram(Statistic):
     @classmethod
     def block_nbytes(cls, n_rows: int, n_features: int, n_classes: int = 1, **options: Any) -> int:
         """Memory estimate of ``from_block``'s temporaries: lattice indices of a sub-block."""
-        return 16 * min(n_rows, 8192) * n_features
+        return 16 * min(n_rows, 8192) * n_features  # int64 indices and float64 weights
 
     def merge(self, other: Self) -> Self:
         if not isinstance(other, Histogram):

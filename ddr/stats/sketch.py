@@ -201,7 +201,8 @@ class CentredProduct(Statistic):
         """Memory estimate of ``from_block``'s temporaries: the centring buffer and the
         l-wide projection of a sub-block."""
         width = int(np.shape(basis)[1]) if basis is not None else 1
-        return 8 * min(n_rows, 8192) * (n_features + width + 1)
+        rows = min(n_rows, small_gemm_rows(n_features, width + 1, lo=16, hi=8192))
+        return 8 * rows * (n_features + width + 1)
 
     def merge(self, other: Self) -> Self:
         """Chan merge of two disjoint sets of rows sketched with the same basis."""
