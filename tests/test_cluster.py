@@ -402,3 +402,65 @@ def test_batch_command_missing_on_path(workdir, monkeypatch, name, command, pack
     )
     assert package in result.output
     _nothing_written(workdir)
+
+
+# ----------------------------------------------------------------------- PBS (not run)
+QSTAT_F = """\
+Job Id: 1234.pbs01
+    Job_Name = dask-worker
+    job_state = Q
+    queue = workq
+    comment = Can Never Run: Insufficient amount of resource: ncpus (R: 8 A: 4 T: 4
+\t)
+    Resource_List.ncpus = 8
+
+Job Id: 1235.pbs01
+    Job_Name = dask-worker
+    job_state = Q
+    comment = Not Running: Insufficient amount of resource: ncpus (R: 8 A: 0 T: 4)
+
+Job Id: 1236.pbs01
+    job_state = R
+"""
+
+
+def test_qstat_output_gives_each_waiting_job_and_whether_it_can_ever_run():
+    # the format of PBS Pro's `qstat -f` (no PBS server was run: see README)
+    from ddr.cluster.pbs import parse_qstat
+
+    jobs = parse_qstat(QSTAT_F)
+    assert [(j.job_id, j.state, j.never) for j in jobs] == [
+        ("1234.pbs01", "QUEUED", True),
+        ("1235.pbs01", "QUEUED", False),
+    ]
+    assert (
+        jobs[0].reason == "Can Never Run: Insufficient amount of resource: ncpus (R: 8 A: 4 T: 4)"
+    )
+    assert str(jobs[1]) == (
+        "job 1235.pbs01 QUEUED (Not Running: Insufficient amount of resource: ncpus (R: 8 A: 0 "
+        "T: 4))"
+    )
+
+
+def test_workers_of_an_existing_scheduler_are_compared_with_the_dask_block(tmp_path, caplog):
+    import logging
+
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        path = tmp_path / "c.yaml"
+        path.write_text(
+            f"ddr-cluster: 1\nkind: address\naddress: {{address: '{cluster.scheduler_address}'}}\n"
+            "dask:\n  distributed.worker.memory.target: 0.42\n"
+        )
+        with caplog.at_level(logging.WARNING, logger="ddr.cluster"):
+            with cluster_client(load_cluster_config(path)) as handle:
+                assert handle.description.startswith("scheduler at tcp://")
+    (message,) = [r.getMessage() for r in caplog.records if r.name == "ddr.cluster"]
+    assert message == (
+        "the workers were started without the config's dask setting "
+        "distributed.worker.memory.target: workers have 0.6 (set "
+        "DASK_DISTRIBUTED__WORKER__MEMORY__TARGET=0.42)"
+    )
