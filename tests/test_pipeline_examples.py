@@ -6,15 +6,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import dask
 import pytest
+from dask_processes import dask_processes
 from pipeline_support import (
     CLUSTER_CONFIGS,
     OVERRIDES,
@@ -95,86 +91,11 @@ def test_pipeline_runs_on_a_local_cluster(name, local_dir, monkeypatch, client):
         assert report.stat().st_size > 10_000  # the dask performance report (HTML)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def scheduler_address(tmp_path_factory):
     """A `dask scheduler` and two `dask worker` processes on loopback, torn down after."""
-    dask_cli = str(Path(sys.executable).parent / "dask")
-    port = _free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    logs = tmp_path_factory.mktemp("dask-logs")
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-    }
-    procs = [
-        subprocess.Popen(
-            [dask_cli, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-            stdout=(logs / "scheduler.log").open("w"),
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    ]
-    try:
-        for i in range(2):
-            procs.append(
-                subprocess.Popen(
-                    [
-                        dask_cli,
-                        "worker",
-                        address,
-                        "--nthreads",
-                        "1",
-                        "--memory-limit",
-                        "1GiB",
-                        "--no-dashboard",
-                        "--name",
-                        f"w{i}",
-                        "--local-directory",
-                        str(logs / f"w{i}"),
-                    ],
-                    stdout=(logs / f"worker{i}.log").open("w"),
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                )
-            )
-        from distributed import Client
-
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with Client(address, timeout="5s", set_as_default=False) as c:
-                    c.wait_for_workers(2, timeout=max(1.0, deadline - time.monotonic()))
-                break
-            except (OSError, TimeoutError):
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
-        yield address
-    finally:
-        from distributed import Client
-
-        try:  # a clean shutdown of the scheduler and its workers is faster than signals
-            with Client(address, timeout="5s", set_as_default=False) as c:
-                c.shutdown()
-        except Exception:
-            pass
-        for p in reversed(procs):
-            if p.poll() is None:
-                p.terminate()
-        for p in reversed(procs):
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+    with dask_processes(tmp_path_factory.mktemp("dask-logs"), [[], []]) as procs:
+        yield procs.address
 
 
 @pytest.fixture(scope="module")
