@@ -123,3 +123,14 @@ class ReadCounter:
             f.stat().st_size for f in base.rglob("*") if f.is_file() and f.name != "zarr.json"
         )
         return self.read(store, array) / stored
+
+
+def files_written(directory: Path, inputs: set[str]) -> list[str]:
+    """Files under ``directory`` other than the ``inputs`` (top-level names) and the run's
+    log (``*.log``: the CLI writes it beside the run summary even for a run that stopped
+    before it started): what a run that must write nothing wrote."""
+    return sorted(
+        str(p.relative_to(directory))
+        for p in directory.rglob("*")
+        if p.is_file() and p.relative_to(directory).parts[0] not in inputs and p.suffix != ".log"
+    )

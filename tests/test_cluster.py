@@ -12,7 +12,7 @@ import sys
 
 import dask
 import pytest
-from pipeline_support import CLUSTER_CONFIGS, PIPELINES
+from pipeline_support import CLUSTER_CONFIGS, PIPELINES, files_written
 from typer.testing import CliRunner
 
 from ddr.cli import app
@@ -312,7 +312,7 @@ def _run(*args: str):
 
 
 def _nothing_written(directory) -> None:
-    assert sorted(p.name for p in directory.iterdir() if p.name != "sched.json") == ["demo.zarr"]
+    assert files_written(directory, {"demo.zarr", "sched.json"}) == []
 
 
 def _closed_port() -> int:
@@ -333,7 +333,7 @@ def test_unreachable_scheduler_times_out_with_its_address(workdir):
     )
     assert result.exit_code == 1, result.output
     assert (
-        f"ddr: run failed before reading anything: no scheduler answered at {address} "
+        f"ddr: error: run failed before reading anything: no scheduler answered at {address} "
         "within 1 s (OSError: Timed out trying to connect" in result.output
     )
     _nothing_written(workdir)
@@ -397,7 +397,7 @@ def test_batch_command_missing_on_path(workdir, monkeypatch, name, command, pack
     monkeypatch.setenv("PATH", str(workdir / "bin"))  # an empty PATH: no batch commands
     result = _run("--cluster", str(CLUSTER_CONFIGS / f"{name}.yaml"))
     assert result.exit_code == 1, result.output
-    assert f"ddr: run failed before reading anything: {command} not found on PATH" in (
+    assert f"ddr: error: run failed before reading anything: {command} not found on PATH" in (
         result.output
     )
     assert package in result.output

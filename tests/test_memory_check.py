@@ -8,6 +8,7 @@ import re
 import dask
 import numpy as np
 import pytest
+from pipeline_support import files_written
 from typer.testing import CliRunner
 
 from ddr.cli import app
@@ -87,7 +88,7 @@ def test_memory_limit_too_small_exit_1_nothing_written(here):
     assert result.exit_code == 1, result.output
     text = " ".join(result.output.split())
     assert re.search(
-        r"ddr: run failed: not enough memory per worker: worker tcp://\S+ has memory_limit "
+        r"ddr: error: run failed: not enough memory per worker: worker tcp://\S+ has memory_limit "
         r"450 MiB; it holds \d+ MiB before any task \(measured\) and each of its 8 thread\(s\) "
         r"needs up to \d+ MiB for one task of the pass shared by step pca, step nb \(chunk of "
         r"20000 x 300 float32: 23 MiB stored \+ 23 MiB decoded, statistics 0.7 MiB, scratch "
@@ -95,4 +96,4 @@ def test_memory_limit_too_small_exit_1_nothing_written(here):
         r"limit\) at which dask stops the worker",
         text,
     ), text
-    assert sorted(p.name for p in here.iterdir()) == ["data.zarr", "fits.yaml", "small.yaml"]
+    assert files_written(here, {"data.zarr", "fits.yaml", "small.yaml"}) == []

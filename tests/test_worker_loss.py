@@ -133,7 +133,7 @@ def _run(procs, pipeline: Path, sets: list[str], killer: KillWhen | None) -> Non
         if killer is not None:
             killer.start()
         try:
-            summary = run_plan(plan_pipeline(pipeline, sets), progress=False)
+            summary = run_plan(plan_pipeline(pipeline, sets))
         finally:
             if killer is not None:
                 killer.stop.set()
@@ -143,7 +143,7 @@ def _run(procs, pipeline: Path, sets: list[str], killer: KillWhen | None) -> Non
 
 def _undisturbed(pipeline: Path, sets: list[str]) -> None:
     with dask.config.set(scheduler="threads"):
-        assert run_plan(plan_pipeline(pipeline, sets), progress=False).status == "ok"
+        assert run_plan(plan_pipeline(pipeline, sets)).status == "ok"
 
 
 def _arrays(out: Path) -> dict[str, np.ndarray]:
