@@ -29,13 +29,14 @@ from ddr.pipeline._counting import CountingStore, count_key, read_counts, stored
 
 
 @pytest.fixture
-def no_zarr_decode(monkeypatch):
-    """Fail any chunk decode by zarr's codec pipeline: reads must be ddr's own."""
+def refuse_zarr_decode(monkeypatch):
+    """Call it once the data is written: from then on any chunk decode by zarr's codec
+    pipeline fails, so reads must be ddr's own (zarr 3.2+ decodes in writes too)."""
 
     async def refuse(self, *args, **kwargs):
         raise AssertionError("decoded by zarr's codec pipeline")
 
-    monkeypatch.setattr(BatchedCodecPipeline, "decode", refuse)
+    return lambda: monkeypatch.setattr(BatchedCodecPipeline, "decode", refuse)
 
 
 def _array(store, data, chunks, **kw) -> zarr.Array:
@@ -67,18 +68,21 @@ def test_decodes_like_zarr_without_its_pipeline(tmp_path, rng, zarr_format, comp
     assert got.dtype == expected.dtype
 
 
-def test_blocks_are_fresh_read_only_arrays(tmp_path, rng, no_zarr_decode):
-    z = _array(str(tmp_path / "a.zarr"), rng.normal(size=(40, 3)), (20, 3))
+def test_blocks_are_fresh_read_only_arrays(tmp_path, rng, refuse_zarr_decode):
+    data = rng.normal(size=(40, 3))
+    z = _array(str(tmp_path / "a.zarr"), data, (20, 3))
+    refuse_zarr_decode()
     first = StoredChunks(z)[(slice(0, 20), slice(0, 3))]
     pooled = read_chunk_file(tmp_path / "a.zarr" / "c" / "1" / "0")
     assert not first.flags.writeable
     assert not np.shares_memory(first, pooled)
-    np.testing.assert_array_equal(first, z[:20])  # the pool's reuse left the block intact
+    np.testing.assert_array_equal(first, data[:20])  # the pool's reuse left the block intact
 
 
-def test_other_stores_are_read_through_zarr_and_decoded_by_ddr(rng, no_zarr_decode):
+def test_other_stores_are_read_through_zarr_and_decoded_by_ddr(rng, refuse_zarr_decode):
     data = rng.normal(size=(50, 4))
     z = _array(MemoryStore(), data, (16, 4))
+    refuse_zarr_decode()
     np.testing.assert_array_equal(from_zarr(z).compute(scheduler="sync"), data)
 
 

@@ -29,27 +29,37 @@ import zarr
 from dask.base import tokenize
 from zarr.storage import LocalStore
 
+from ddr.io import zarr_internals
 from ddr.io.chunk_decode import ChunkDecoder, read_chunk_file
 
 __all__ = ["StoredChunks", "from_zarr"]
 
-# the zarr internals the direct path calls; their absence (another zarr version) means fallback
-_INTERNALS = ("codec_pipeline", "store_path", "config", "metadata")
-
 
 def _direct_supported(z: zarr.Array) -> bool:
-    inner = getattr(z, "_async_array", None)
-    if inner is None or any(not hasattr(inner, a) for a in _INTERNALS):
-        return False
-    meta = inner.metadata
+    """Whether ddr reads ``z``'s stored chunks itself: an unsharded array in C order, with a
+    zarr that has what the reader needs (else a warning, once, says what it lacks)."""
     # zarr's pipeline hands back a v2 Fortran-order chunk in storage order; its reads reorder it
-    return (
-        getattr(meta, "order", "C") == "C"
-        and getattr(z, "shards", None) is None
-        and hasattr(meta, "encode_chunk_key")
-        and hasattr(meta, "get_chunk_spec")
-        and hasattr(inner.codec_pipeline, "decode")
-    )
+    if getattr(z.metadata, "order", "C") != "C" or getattr(z, "shards", None) is not None:
+        return False
+    reason = zarr_internals.direct_unavailable(z)
+    if reason is not None:
+        zarr_internals.warn_once(
+            reason, "every chunk is read through dask.array.from_zarr, 1.3-1.6x slower"
+        )
+    return reason is None
+
+
+def _pipeline_supported(z: zarr.Array, needed: bool) -> bool:
+    """Whether zarr's codec pipeline can decode ``z``'s chunks for ddr; when it cannot and
+    ``needed`` (ddr does not decode ``z``'s codec chain itself), a warning says so, once."""
+    reason = zarr_internals.pipeline_unavailable(z)
+    if reason is not None and needed:
+        zarr_internals.warn_once(
+            reason,
+            "chunks of codec chains other than bytes, then zstd, blosc or nothing, are read "
+            "through zarr's slicing, with its copy",
+        )
+    return reason is None
 
 
 class StoredChunks:
@@ -68,16 +78,18 @@ class StoredChunks:
         self.dtype = array.dtype
         self.ndim = len(self.shape)
         self.chunks = tuple(array.chunks)
-        self.decoder = ChunkDecoder.for_array(array) if _direct_supported(array) else None
+        self.direct = _direct_supported(array)
+        self.decoder = ChunkDecoder.for_array(array) if self.direct else None
+        self.pipeline = self.direct and _pipeline_supported(array, needed=self.decoder is None)
 
     def __dask_tokenize__(self) -> Any:
         return ("ddr-stored-chunks", tokenize(self.array))
 
     def __getitem__(self, key: Any) -> np.ndarray:
-        coords = self._chunk_of(key)
+        coords = self._chunk_of(key) if self.direct else None
         if coords is None:
             return self.array[key]
-        chunk = _read_chunk(self.array, coords, self.decoder)
+        chunk = _read_chunk(self.array, coords, self.decoder, self.pipeline)
         if chunk is None:
             return self.array[key]
         edge = zip(coords, self.chunks, self.shape, strict=True)
@@ -99,54 +111,36 @@ class StoredChunks:
 
 
 def _read_chunk(
-    z: zarr.Array, coords: tuple[int, ...], decoder: ChunkDecoder | None
+    z: zarr.Array, coords: tuple[int, ...], decoder: ChunkDecoder | None, pipeline: bool
 ) -> np.ndarray | None:
     """The stored chunk at ``coords``, full chunk shape; None when it was never written (its
-    fill value is zarr's to give) or when the decoded chunk is not what zarr's own read would
-    give: the caller then slices with zarr.
+    fill value is zarr's to give) or when ddr cannot give exactly what zarr's own read would:
+    the caller then slices with zarr.
 
     With a ``decoder`` (see :mod:`ddr.io.chunk_decode`) ddr reads and decodes the chunk
-    itself; a chunk it cannot decode is read again through zarr's store and codec pipeline.
+    itself; a chunk it cannot decode is read again through zarr's store and, with
+    ``pipeline``, decoded by zarr's codec pipeline.
     """
-    from zarr.core.buffer import default_buffer_prototype
-    from zarr.core.sync import sync
-
-    inner = z._async_array
-    prototype = default_buffer_prototype()
-    spec = inner.metadata.get_chunk_spec(coords, inner.config, prototype)
-    key = inner.metadata.encode_chunk_key(coords)
+    key = zarr_internals.chunk_key(z, coords)
     if decoder is not None:
-        raw = _stored_bytes(inner.store_path, key, prototype)
+        raw = _stored_bytes(z.store_path, key)
         if raw is None:
             return None
-        chunk = decoder.decode(raw, tuple(spec.shape))
+        chunk = decoder.decode(raw, tuple(z.chunks))
         if chunk is not None:
             return chunk
-
-    async def decode() -> Any:
-        raw = await (inner.store_path / key).get(prototype=prototype)
-        if raw is None:
-            return None
-        (out,) = await inner.codec_pipeline.decode([(raw, spec)])
-        return out
-
-    decoded = sync(decode())
-    if decoded is None:
+    if not pipeline:
         return None
-    chunk = decoded.as_numpy_array()
-    if chunk.shape != tuple(spec.shape) or chunk.dtype != z.dtype:
-        return None
-    return chunk
+    raw = zarr_internals.fetch(z.store_path, key)
+    return None if raw is None else zarr_internals.pipeline_decode(z, raw)
 
 
-def _stored_bytes(store_path: Any, key: str, prototype: Any) -> np.ndarray | None:
+def _stored_bytes(store_path: Any, key: str) -> np.ndarray | None:
     """The bytes stored under ``key`` (uint8), None if there are none: from the chunk file
     itself for local stores that allow it (see :func:`_local_file`), else from the store."""
-    from zarr.core.sync import sync
-
     path = _local_file(store_path, key)
     if path is None:
-        buf = sync((store_path / key).get(prototype=prototype))
+        buf = zarr_internals.fetch(store_path, key)
         return None if buf is None else buf.as_numpy_array()
     raw = read_chunk_file(path)
     observe = getattr(store_path.store, "observe_read", None)
