@@ -14,6 +14,7 @@ import argparse
 import datetime as dt
 import importlib
 import pkgutil
+import re
 import sys
 from pathlib import Path
 
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             print("\n" + doc, flush=True)
             if not args.no_write:
-                out = HERE / "results" / f"{suite}.md"
+                out = HERE / "results" / f"{_results_name(suite, module)}.md"
                 out.parent.mkdir(exist_ok=True)
                 out.write_text(doc)
     finally:
@@ -111,6 +112,15 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_write:
         write_results(machine_description() if shared else None)
     return 0
+
+
+def _results_name(suite: str, module: object) -> str:
+    """``suite``, or ``suite-<variant>`` for a suite whose numbers depend on installed
+    versions (``variant()``): each variant keeps its own table."""
+    variant = getattr(module, "variant", None)
+    if variant is None:
+        return suite
+    return f"{suite}-" + re.sub(r"[^A-Za-z0-9.]+", "-", variant()).strip("-")
 
 
 def write_results(machine: str | None) -> None:
@@ -143,9 +153,9 @@ def write_results(machine: str | None) -> None:
         + ".\n",
     ]
     for name in [*available_suites(), "per_block"]:
-        path = HERE / "results" / f"{name}.md"
-        if path.exists():
-            parts.append(path.read_text())
+        for path in [HERE / "results" / f"{name}.md", *sorted(HERE.glob(f"results/{name}-*.md"))]:
+            if path.exists():
+                parts.append(path.read_text())
     (HERE / "RESULTS.md").write_text("\n".join(parts))
 
 
