@@ -10,7 +10,8 @@ own store and codec pipeline, so every codec zarr reads is read the same way. Pe
 100 float32 zstd chunk in a dask worker's environment: ~100 ms through ``__getitem__``,
 ~88 ms through zarr's pipeline without the copy, ~62 ms decoded by ddr. Arrays where none of
 this applies (sharded arrays, v2 arrays in Fortran order, dask chunks other than the stored
-ones, a zarr whose internals differ) fall back to :func:`dask.array.from_zarr`.
+ones) fall back to :func:`dask.array.from_zarr`, and so does every array with a zarr that
+lacks what the reader needs (:mod:`ddr.io.zarr_internals`), after a warning that says so.
 
 The blocks of such an array are read-only: operations produce new arrays as usual, only
 in-place writes into a block are refused.
@@ -44,7 +45,7 @@ def _direct_supported(z: zarr.Array) -> bool:
     reason = zarr_internals.direct_unavailable(z)
     if reason is not None:
         zarr_internals.warn_once(
-            reason, "every chunk is read through dask.array.from_zarr, 1.3-1.6x slower"
+            reason, "every chunk is read through dask.array.from_zarr, 1.4-1.6x slower"
         )
     return reason is None
 

@@ -46,6 +46,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+# the zarr versions the CI runs the whole suite with (README: "Supported zarr versions")
+TESTED_ZARR = "3.1 to 3.4"
+
 
 def direct_unavailable(z: zarr.Array) -> str | None:
     """Why ddr cannot fetch ``z``'s stored chunks itself with this zarr; None when it can.
@@ -136,8 +139,9 @@ def warn_once(reason: str, consequence: str) -> None:
     """
     logger.warning(
         "ddr's direct Zarr chunk reader is not available with zarr %s (%s): %s. "
-        "Supported and tested: zarr 3.1 to 3.4.",
+        "Supported and tested: zarr %s.",
         zarr.__version__,
         reason,
         consequence,
+        TESTED_ZARR,
     )
