@@ -53,6 +53,16 @@ def test_the_installed_zarr_has_everything_the_reader_needs(tmp_path, rng, caplo
     np.testing.assert_array_equal(x.compute(scheduler="sync"), z[...])
 
 
+def test_arrays_read_by_dask_for_their_layout_are_no_reason_to_warn(tmp_path, rng, caplog):
+    data = rng.normal(size=(64, 4))
+    sharded = _stored(tmp_path, data, (8, 4), "s.zarr", shards=(32, 4))
+    fortran = _stored(tmp_path, data, (8, 4), "f.zarr", zarr_format=2, order="F")
+    with caplog.at_level(logging.DEBUG, logger="ddr"):
+        xs = [from_zarr(sharded), from_zarr(fortran), from_zarr(tmp_path / "s.zarr", chunks=16)]
+    assert not any(_direct(x) for x in xs)
+    assert _warnings(caplog) == []
+
+
 def _zarrs_own_chunk_spec(z: zarr.Array, coords: tuple[int, ...]):
     """The ArraySpec zarr itself reads the chunk at ``coords`` with: ``get_chunk_spec`` on
     the metadata up to zarr 3.1, ``zarr.core.array._get_chunk_spec`` from zarr 3.2."""
