@@ -98,8 +98,9 @@ def main(argv: list[str] | None = None) -> int:
             # a suite of its own data says which machine it ran on (RESULTS.md's header names
             # the machine of the shared suites)
             machine = "" if suite in shared else f"Machine: {machine_description()}\n\n"
+            title = suite + (f" ({module.variant()})" if hasattr(module, "variant") else "")
             doc = (
-                f"## {suite}\n\n{(module.__doc__ or '').strip()}\n\nRun {started}: "
+                f"## {title}\n\n{(module.__doc__ or '').strip()}\n\nRun {started}: "
                 f"`{command}`\n\n{machine}{text}\n"
             )
             print("\n" + doc, flush=True)
