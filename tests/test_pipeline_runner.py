@@ -361,3 +361,44 @@ outputs:
     with open_zarr(tmp_path / "out.zarr") as ds:
         np.testing.assert_array_equal(ds["pred"].values.astype(object).astype(str), expected)
         np.testing.assert_array_equal(ds["truth"].values.astype(object).astype(str), labels)
+
+
+SORTED_PIPELINE = """\
+ddr: 1
+name: sorted
+inputs:
+  X: {path: sorted.zarr, array: X}
+  y: {path: sorted.zarr, array: y}
+steps:
+  nb: {op: GaussianNB.fit, inputs: {X: X, y: y}}
+  pred: {op: GaussianNB.predict, inputs: {model: nb, X: X}}
+outputs:
+  - {kind: zarr, from: pred, coords: {truth: y}, path: out/pred.zarr}
+run: {if_exists: skip-if-complete}
+"""
+
+
+def test_output_chunks_equal_to_the_fill_value_are_written(here, tmp_path):
+    # labels sorted by class: the first chunks of the `truth` coordinate are all class 0,
+    # the fill value of an integer Zarr array
+    order = np.argsort(open_input("demo.zarr", "y").values, kind="stable")
+    X, y = open_input("demo.zarr", "X").values[order], open_input("demo.zarr", "y").values[order]
+    xr.Dataset({"X": (("sample", "feature"), X), "y": (("sample",), y)}).chunk(
+        {"sample": 500}
+    ).to_zarr(tmp_path / "sorted.zarr", zarr_format=3, consolidated=False, write_empty_chunks=True)
+    (tmp_path / "sorted.yaml").write_text(SORTED_PIPELINE)
+    summary = run(tmp_path / "sorted.yaml")
+    assert [o.action for o in summary.outputs] == ["written"]
+    assert output_status(tmp_path / "out/pred.zarr") == "complete"
+    group = zarr.open_group(tmp_path / "out/pred.zarr", mode="r")
+    for name in ("pred", "truth"):
+        assert group[name].nchunks_initialized == group[name].nchunks == 6, name
+    expected = ddr.GaussianNB().fit(X, y).predict(X)
+    assert not y[:500].any()  # a whole chunk of `truth` equal to the fill value
+    with open_zarr(tmp_path / "out/pred.zarr") as ds:
+        np.testing.assert_array_equal(ds["pred"].values, expected)
+        np.testing.assert_array_equal(ds["truth"].values, y)
+    with ReadCounter() as counter:
+        again = run(tmp_path / "sorted.yaml")
+    assert [o.action for o in again.outputs] == ["skipped"]
+    assert counter.read(tmp_path / "sorted.zarr", "X") == 0

@@ -92,12 +92,12 @@ def raw_writes(path: Location, ds: Any) -> list[tuple[Any, Any]] | None:
         if any(np.isnan(c) for cs in data.chunks for c in cs):
             return None
         try:
+            # every chunk is written, also one equal to the fill value, or the output could
+            # never be complete; zarr 3.1's open_array ignores `config` for an existing array
+            # (3.4 takes it), with_config works in both
             target = zarr.open_array(
-                store=path.store(read_only=False),
-                path=str(name),
-                mode="r+",
-                config={"write_empty_chunks": True},
-            )
+                store=path.store(read_only=False), path=str(name), mode="r+"
+            ).with_config({"write_empty_chunks": True})
         except Exception:
             return None
         if data.dtype.kind in "UOT":
