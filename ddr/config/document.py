@@ -16,6 +16,9 @@ Then, in order:
    is exactly one ``${params.x}`` takes the param's type; inside a longer string the param
    is formatted into it. ``$${`` is a literal ``${``. Nothing else is interpolated: no
    environment variables, no expressions, never ``eval``.
+
+Reading is bounded (:mod:`ddr.config.limits`): the file's size, what YAML aliases and params
+expand to, and how deeply values nest, each refused at its line and column.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ddr.config import limits
 from ddr.config.errors import Location, PipelineError, Problem
 
 __all__ = ["Document", "Span", "load_document", "parse_overrides"]
@@ -86,13 +90,17 @@ def _loc(file: str, lc: tuple[int, int] | None, fallback: Location) -> Location:
 
 
 def _parse_yaml(text: str, file: str) -> Any:
-    from ruamel.yaml import YAML
     from ruamel.yaml.constructor import DuplicateKeyError
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-    yaml = YAML(typ="rt")  # round-trip: plain containers with positions, duplicate keys rejected
+    yaml = limits.bounded_yaml("rt")  # round-trip: positions, duplicate keys rejected
     try:
         docs = list(yaml.load_all(text))
+    except limits.LimitError as exc:
+        mark = exc.problem_mark
+        raise PipelineError(
+            [Problem(Location(file, mark.line + 1, mark.column + 1), str(exc.problem))]
+        ) from None
     except DuplicateKeyError as exc:
         mark = exc.problem_mark
         m = re.search(r'duplicate key "(.*?)"', str(exc.problem))
@@ -186,9 +194,9 @@ def parse_overrides(items: list[str] | tuple[str, ...]) -> list[tuple[str, Any, 
 
     Values are parsed as YAML scalars or flow collections (``5`` -> int, ``[1, 2]`` -> list).
     """
-    from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
 
+    yaml = limits.bounded_yaml("safe")
     out: list[tuple[str, Any, str]] = []
     problems = []
     for text in items:
@@ -199,7 +207,10 @@ def parse_overrides(items: list[str] | tuple[str, ...]) -> list[tuple[str, Any, 
             )
             continue
         try:
-            value = YAML(typ="safe", pure=True).load(raw) if raw.strip() else ""
+            value = yaml.load(raw) if raw.strip() else ""
+        except limits.LimitError as exc:
+            problems.append(Problem(Location(f"--set {text}", 0, 0), str(exc.problem)))
+            continue
         except YAMLError as exc:
             problems.append(
                 Problem(Location(f"--set {text}", 0, 0), f"the value is not valid YAML: {exc}")
@@ -262,6 +273,26 @@ def _interpolate(doc: Document) -> None:
     raw_params = data.get("params") if isinstance(data.get("params"), dict) else {}
     resolved: dict[str, Any] = {}
     resolving: list[str] = []
+    # bounds (ddr.config.limits): values and characters produced, and the nesting of
+    # containers and of params within params, so no substitution can grow without limit
+    spent, level, over = 0, 0, False
+
+    def spend(amount: int, path: Path_) -> bool:
+        nonlocal spent, over
+        spent += amount
+        if spent > limits.MAX_SIZE and not over:
+            over = True
+            doc.problem(path, f"with its params substituted, the file {limits.too_large()}")
+        return not over
+
+    def nest(path: Path_) -> bool:
+        nonlocal level
+        level += 1
+        if level > limits.MAX_DEPTH:
+            doc.problem(path, f"params within params: {limits.too_deep(level)}")
+            level -= 1
+            return False
+        return True
 
     def param(name: str, path: Path_) -> Any:
         head, *rest = name.split(".")
@@ -272,9 +303,13 @@ def _interpolate(doc: Document) -> None:
                 chain = " -> ".join([*resolving[resolving.index(head) :], head])
                 doc.problem(path, f"params refer to each other in a cycle: {chain}")
                 return None
+            if not nest(path):
+                return None
             resolving.append(head)
             value = resolved[head] = sub(raw_params[head], ("params", head))
             resolving.pop()
+            nonlocal level
+            level -= 1
         else:
             doc.problem(
                 path,
@@ -290,10 +325,18 @@ def _interpolate(doc: Document) -> None:
         return value
 
     def sub(value: Any, path: Path_) -> Any:
-        if isinstance(value, dict):
-            return {k: sub(v, (*path, k)) for k, v in value.items()}
-        if isinstance(value, list):
-            return [sub(v, (*path, i)) for i, v in enumerate(value)]
+        nonlocal level
+        if not spend(1 + (len(value) if isinstance(value, str) else 0), path):
+            return None
+        if isinstance(value, (dict, list)):
+            if not nest(path):
+                return None
+            if isinstance(value, dict):
+                out: Any = {k: sub(v, (*path, k)) for k, v in value.items()}
+            else:
+                out = [sub(v, (*path, i)) for i, v in enumerate(value)]
+            level -= 1
+            return out
         if not isinstance(value, str) or "${" not in value:
             return value
         whole = _PARAM_RE.fullmatch(value)
@@ -310,7 +353,8 @@ def _interpolate(doc: Document) -> None:
                     f"${{{m.group(2)}}} is a {type(v).__name__}; it cannot be put inside a string",
                 )
                 return ""
-            return "" if v is None else str(v)
+            text = "" if v is None else str(v)
+            return text if spend(len(text), path) else ""
 
         return _PARAM_RE.sub(repl, value)
 
@@ -329,6 +373,10 @@ def _interpolate(doc: Document) -> None:
         param(name, ("params", name))
     for key in list(data):
         data[key] = resolved if key == "params" else sub(data[key], (key,))
+    # a param used whole is shared, not copied: measure what the sharing amounts to
+    found = None if over else limits.oversized_path(data)
+    if found is not None:
+        doc.problem(found[0], f"with its params substituted, {found[1]}")
 
 
 def load_document(
@@ -352,9 +400,12 @@ def load_document(
         if not p.is_file():
             raise PipelineError([Problem(Location(file, 0, 0), "no such file")])
         try:
-            text = p.read_text(encoding="utf-8")
+            text = limits.read_bounded(p, file)
         except (OSError, UnicodeDecodeError) as exc:
             raise PipelineError([Problem(Location(file, 0, 0), f"cannot read: {exc}")]) from None
+    else:
+        raw = text.encode("utf-8", "surrogatepass")
+        limits.check_size(raw, len(raw), file)
     tree = _parse_yaml(text, file)
     doc = Document(file, None)
     if tree is None:
