@@ -185,9 +185,31 @@ def _open_zarr(loc: Location, shown: str, name: str | None) -> xr.DataArray:
         # an xarray Dataset: open through xarray for its coordinates and CF decoding
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", category=RuntimeWarning)
-            ds = xr.open_zarr(store, group=parent_path or None, chunks={}, consolidated=False)
+            ds = xr.open_zarr(
+                store,
+                group=parent_path or None,
+                chunks={},
+                consolidated=False,
+                drop_variables=_unrelated(parent, leaf),
+            )
         return ds[leaf]
     return _from_zarr_array(target, leaf)
+
+
+def _unrelated(group: zarr.Group, leaf: str) -> list[str]:
+    """The arrays of an xarray Dataset that are neither ``leaf`` nor its coordinates (the
+    arrays named by its dims or its CF ``coordinates`` attribute, and their dims): another
+    variable of a different length along a shared dim is no problem of this input."""
+    arrays = dict(group.arrays())
+    keep = {leaf}
+    todo = [leaf]
+    while todo:
+        arr = arrays[todo.pop()]
+        for name in (*_array_dims(arr), *str(arr.attrs.get("coordinates", "")).split()):
+            if name in arrays and name not in keep:
+                keep.add(name)
+                todo.append(name)
+    return sorted(set(arrays) - keep)
 
 
 def _open_netcdf(path: str, shown: str, name: str | None) -> xr.DataArray:

@@ -68,6 +68,13 @@ def open_pipeline_input(
         )
         return None
     arr = arr.transpose(sdim, ...)
+    if 0 in arr.shape:
+        sizes = ", ".join(f"{d}: {n}" for d, n in zip(arr.dims, arr.shape, strict=True))
+        problem(
+            (*where, "array" if spec.array else "path"),
+            f"input {name} is empty ({sizes}); ddr needs at least one sample and one feature",
+        )
+        return None
     root, stored = None, None
     counted = _counted(arr, loc, spec.array)
     if counted is not None:
