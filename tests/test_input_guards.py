@@ -1,5 +1,6 @@
 """Inputs checked before any data is read: arrays of the same group that the pipeline does
-not use are not its problem, and an empty input is refused where it is declared."""
+not use are not its problem, an empty input is refused where it is declared, and so is an
+input whose chunks are not all stored (unless it says ``missing_chunks: fill``)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import zarr
 from pipeline_support import ReadCounter
 from typer.testing import CliRunner
 
+import ddr
 from ddr.cli import app
-from ddr.io import open_input
+from ddr.io import MissingChunksError, open_input
+from ddr.io.stored_chunks import missing_chunk_keys
 from ddr.pipeline import PipelineError, plan_pipeline
 
 runner = CliRunner()
@@ -101,3 +104,159 @@ def test_an_empty_input_is_refused_at_validation(here, shape, sizes, command):
     ) in result.output
     assert not counter.bytes
     assert not (here / "out").exists()
+
+
+# ------------------------------------------------------------------ missing input chunks
+def dense_group(path, n=1000, chunk=100):
+    """X (n x 3) and labels y, every chunk stored (also y's chunks of class 0 only)."""
+    rng = np.random.default_rng(1)
+    g = zarr.open_group(path, mode="w", zarr_format=3)
+    X = rng.normal(size=(n, 3)) + 5.0
+    y = np.repeat(np.arange(n // chunk) % 3, chunk)  # sorted runs: chunks of class 0 only
+    config = {"write_empty_chunks": True}
+    g.create_array("X", shape=X.shape, chunks=(chunk, 3), dtype="f8", config=config)[...] = X
+    g.create_array("y", shape=y.shape, chunks=(chunk,), dtype="i8", config=config)[...] = y
+    return X, y
+
+
+def delete_chunks(store, array, *indices):
+    for i in indices:
+        key = f"{array}/c/{i}" if array == "y" else f"{array}/c/{i}/0"
+        (store / key).unlink()
+
+
+def test_open_input_refuses_missing_chunks_naming_them(here):
+    dense_group(here / "d.zarr")
+    delete_chunks(here / "d.zarr", "y", 3)
+    with pytest.raises(MissingChunksError) as info:
+        open_input("d.zarr", "y")
+    assert info.value.missing == ["y/c/3"] and info.value.n_chunks == 10
+    assert str(info.value).startswith(
+        "1 of 10 chunks of array 'y' of 'd.zarr' are missing (y/c/3): a broken copy or an "
+        "interrupted write? Zarr would read them as the fill value. If the array is sparse on "
+        "purpose (zarr stores no chunk equal to the fill value unless written with "
+        "write_empty_chunks=True), open it with missing_chunks='fill'"
+    )
+    # a few keys, then a count
+    delete_chunks(here / "d.zarr", "X", 0, 1, 2, 4, 5, 6, 9)
+    with pytest.raises(MissingChunksError, match=r"^7 of 10 chunks of array 'X' of 'd.zarr' ar"):
+        open_input("d.zarr", "X")
+    with pytest.raises(MissingChunksError) as info:
+        open_input("d.zarr", "X")
+    assert "(X/c/0/0, X/c/1/0, X/c/2/0, X/c/4/0, X/c/5/0 and 2 more)" in str(info.value)
+    # sparse on purpose: read as the fill value
+    y = open_input("d.zarr", "y", missing_chunks="fill").values
+    assert not y[300:400].any() and y.shape == (1000,)
+    with pytest.raises(ValueError, match="missing_chunks must be 'error' or 'fill'; got 'skip'"):
+        open_input("d.zarr", "y", missing_chunks="skip")
+
+
+def test_missing_chunks_of_v2_bare_and_sharded_arrays(here):
+    v2 = zarr.create_array(
+        here / "v2.zarr", shape=(10, 2), chunks=(5, 2), dtype="f8", zarr_format=2
+    )
+    v2[...] = 1.0
+    (here / "v2.zarr" / "1.0").unlink()
+    with pytest.raises(MissingChunksError, match=r"^1 of 2 chunks of the array 'v2.zarr' are "):
+        open_input("v2.zarr")
+    with pytest.raises(MissingChunksError) as info:
+        open_input("v2.zarr")
+    assert info.value.missing == ["1.0"]
+    sharded = zarr.create_array(
+        here / "sh.zarr", shape=(40, 2), chunks=(5, 2), shards=(10, 2), dtype="f8"
+    )
+    sharded[...] = 1.0
+    (here / "sh.zarr" / "c" / "2" / "0").unlink()  # a whole shard: 2 chunks of 5 rows
+    with pytest.raises(MissingChunksError) as info:
+        open_input("sh.zarr")
+    assert info.value.missing == ["c/2/0"] and info.value.n_chunks == 4
+
+
+def test_missing_chunk_keys_through_the_store_api(here):
+    # any zarr store: the listing goes through Store.list_prefix, here an in-memory store
+    store = zarr.storage.MemoryStore()
+    g = zarr.open_group(store, mode="w")
+    a = g.create_array("deep/X", shape=(30, 2), chunks=(10, 2), dtype="f8")
+    a[:10] = 1.0
+    a[20:] = 2.0
+    assert missing_chunk_keys(a) == (["deep/X/c/1/0"], 3)
+    a[10:20] = 3.0
+    assert missing_chunk_keys(a) == ([], 3)
+
+
+NB = """\
+ddr: 1
+name: nb
+inputs:
+  X: {path: d.zarr, array: X}
+  y: {path: d.zarr, array: y}
+steps:
+  nb: {op: GaussianNB.fit, inputs: {X: X, y: y}}
+outputs:
+  - {kind: model, from: nb, path: out/nb.zarr}
+"""
+
+SCALE = """\
+ddr: 1
+name: scale
+inputs:
+  X: {path: d.zarr, array: X}
+  y: {path: d.zarr, array: y}
+steps:
+  scaler: {op: StandardScaler.fit, inputs: {X: X}}
+  ppca: {op: PPCA.fit, inputs: {X: X}, with: {n_components: 1}}
+outputs:
+  - {kind: model, from: scaler, path: out/scaler.zarr}
+  - {kind: model, from: ppca, path: out/ppca.zarr}
+"""
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "array", "where"), [(NB, "y", "5:28"), (SCALE, "X", "4:28")], ids=["y", "X"]
+)
+def test_a_pipeline_refuses_a_deleted_input_chunk_before_reading(here, pipeline, array, where):
+    dense_group(here / "d.zarr")
+    delete_chunks(here / "d.zarr", array, 7)
+    (here / "p.yaml").write_text(pipeline)
+    with ReadCounter() as counter:
+        result = runner.invoke(app, ["run", "p.yaml", "--cluster", "sync"])
+    assert result.exit_code == 2, result.output
+    key = "y/c/7" if array == "y" else "X/c/7/0"
+    assert (
+        f"p.yaml:{where}: input {array}: 1 of 10 chunks of array '{array}' of "
+        f"'{here / 'd.zarr'}' are missing ({key}): a broken copy"
+    ) in result.output
+    assert "`missing_chunks: fill` on the input" in result.output
+    assert not counter.bytes
+    assert not (here / "out").exists()
+
+
+def test_missing_chunks_fill_reads_a_sparse_input_as_its_fill_value(here):
+    X, y = dense_group(here / "d.zarr")
+    delete_chunks(here / "d.zarr", "y", 0, 3)  # class 0 only: what zarr's default leaves out
+    (here / "p.yaml").write_text(NB.replace("array: y}", "array: y, missing_chunks: fill}"))
+    result = runner.invoke(app, ["run", "p.yaml", "--cluster", "sync"])
+    assert result.exit_code == 0, result.output
+    model = ddr.load(here / "out" / "nb.zarr")
+    expected = ddr.GaussianNB().fit(X, y)
+    np.testing.assert_allclose(model.theta_, expected.theta_, rtol=1e-12)
+    np.testing.assert_array_equal(model.class_count_, expected.class_count_)
+
+
+def test_only_inputs_something_reads_are_checked(here):
+    dense_group(here / "d.zarr")
+    delete_chunks(here / "d.zarr", "y", 2)
+    (here / "p.yaml").write_text(
+        SCALE.replace(
+            "  ppca: {op: PPCA.fit, inputs: {X: X}, with: {n_components: 1}}\n", ""
+        ).replace("  - {kind: model, from: ppca, path: out/ppca.zarr}\n", "")
+    )
+    plan_pipeline("p.yaml")  # y is declared but nothing reads it
+    (here / "q.yaml").write_text(
+        SCALE.replace(
+            "path: out/ppca.zarr}",
+            "path: out/ppca.zarr}\n  - {kind: zarr, from: y, path: out/y.zarr}",
+        )
+    )
+    with pytest.raises(PipelineError, match=r"q.yaml:5:28: input y: 1 of 10 chunks"):
+        plan_pipeline("q.yaml")

@@ -1,6 +1,7 @@
 """Zarr and xarray inputs and outputs, and model persistence.
 
-- :func:`open_input`: a Zarr array or group member (v2/v3) or a netCDF variable, lazily.
+- :func:`open_input`: a Zarr array or group member (v2/v3) or a netCDF variable, lazily;
+  missing chunks are refused (:class:`MissingChunksError`) unless ``missing_chunks="fill"``.
 - :func:`from_zarr`: :func:`dask.array.from_zarr`, each chunk read and decoded once, no copy.
 - :func:`write_zarr`: outputs that never look complete when they are not.
 - :func:`output_status`, :func:`read_attrs`: what an output holds and whether it is complete.
@@ -17,10 +18,12 @@ from ddr.io.outputs import (
     read_attrs,
     write_zarr,
 )
+from ddr.io.stored_chunks import MissingChunksError
 from ddr.io.zarr_chunks import from_zarr
 
 __all__ = [
     "STATUS_ATTR",
+    "MissingChunksError",
     "PendingOutput",
     "check_not_input",
     "describe_input",

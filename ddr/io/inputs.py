@@ -3,7 +3,8 @@ variable of a netCDF file, as a dask-backed DataArray with its dims, coords and 
 
 Paths may be URLs (:mod:`ddr.io.locations`). Every location opened here is remembered for the
 life of the process, and :mod:`ddr.io.outputs` refuses to write into any of them: a pipeline
-never overwrites its own input.
+never overwrites its own input. A Zarr array with chunks that are not stored is refused
+(:mod:`ddr.io.stored_chunks`) unless it is opened with ``missing_chunks="fill"``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import xarray as xr
 import zarr
 
 from ddr.io.locations import Location, redact, resolve
+from ddr.io.stored_chunks import MissingChunks, check_chunks
 from ddr.io.zarr_chunks import from_zarr
 
 __all__ = ["describe_input", "open_input", "opened_inputs"]
@@ -99,6 +101,7 @@ def open_input(
     chunks: dict[str, int] | None = None,
     protect: bool = True,
     storage_options: Mapping[str, Any] | None = None,
+    missing_chunks: MissingChunks = "error",
 ) -> xr.DataArray:
     """Open an input array lazily.
 
@@ -121,6 +124,11 @@ def open_input(
     storage_options : mapping, optional
         Options of the URL's filesystem (credentials, ``endpoint_url``, ...); by default
         credentials and endpoints come from the environment and the usual config files.
+    missing_chunks : {"error", "fill"}
+        A Zarr array with chunks that are not stored (found from one listing of its store,
+        before any data is read) raises :class:`ddr.io.MissingChunksError` naming them
+        (default); ``"fill"`` reads them as the fill value, for arrays sparse on purpose.
+        Not used for netCDF files.
 
     Returns
     -------
@@ -141,7 +149,7 @@ def open_input(
         out = _open_netcdf(loc.path, shown, name)
     elif loc.is_zarr():
         with loc.errors("read"):
-            out = _open_zarr(loc, shown, name)
+            out = _open_zarr(loc, shown, name, missing_chunks)
     else:
         raise ValueError(
             f"{shown!r} is neither a Zarr store (no zarr.json, .zgroup or .zarray) nor a "
@@ -157,12 +165,15 @@ def open_input(
     return out
 
 
-def _open_zarr(loc: Location, shown: str, name: str | None) -> xr.DataArray:
+def _open_zarr(
+    loc: Location, shown: str, name: str | None, missing_chunks: MissingChunks
+) -> xr.DataArray:
     store = loc.store(read_only=True)
     node = zarr.open(store=store, mode="r")
     if isinstance(node, zarr.Array):
         if name is not None:
             raise ValueError(f"{shown!r} is a Zarr array; name={name!r} is only for groups")
+        check_chunks(node, f"the array {shown!r}", missing_chunks)
         return _from_zarr_array(node, loc.name.removesuffix(".zarr"))
     if name is None:
         raise ValueError(
@@ -179,6 +190,7 @@ def _open_zarr(loc: Location, shown: str, name: str | None) -> xr.DataArray:
         raise ValueError(
             f"{name!r} in {shown!r} is a group, not an array; arrays in it: {_list_arrays(target)}"
         )
+    check_chunks(target, f"array {name!r} of {shown!r}", missing_chunks)
     parent_path, _, leaf = name.rpartition("/")
     parent = node[parent_path] if parent_path else node
     if all(_has_dim_names(a) for _, a in parent.arrays()):

@@ -26,22 +26,34 @@ __all__ = ["metadata_fingerprint", "open_pipeline_input"]
 
 
 def open_pipeline_input(
-    name: str, spec: InputSpec, problem: Callable[[tuple[Any, ...], str], None]
+    name: str,
+    spec: InputSpec,
+    problem: Callable[[tuple[Any, ...], str], None],
+    *,
+    check_chunks: bool = True,
 ) -> InputPlan | None:
     """Open input ``name`` lazily; report problems through ``problem(path, message)``.
+
+    With ``check_chunks`` (an input something reads), a Zarr array with chunks that are not
+    stored is a problem unless the input says ``missing_chunks: fill``.
 
     Returns the input's plan (its lazy sample-first DataArray, fingerprint and, for Zarr
     inputs, the counted store root and stored bytes), or None when it cannot be used.
     """
-    from ddr.io import describe_input, open_input
+    from ddr.io import MissingChunksError, describe_input, open_input
     from ddr.io.inputs import missing_message
 
     where = ("inputs", name)
     try:
         loc = resolve(spec.path, spec.storage_options)
-        arr = open_input(loc, spec.array)
+        arr = open_input(
+            loc, spec.array, missing_chunks=spec.missing_chunks if check_chunks else "fill"
+        )
     except LocationError as exc:
         problem((*where, "path"), f"input {name}: {exc}")
+        return None
+    except MissingChunksError as exc:
+        problem((*where, "array" if spec.array else "path"), f"input {name}: {exc}")
         return None
     except FileNotFoundError:
         problem(

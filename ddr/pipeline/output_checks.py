@@ -28,7 +28,27 @@ from ddr.pipeline.plan import (
 )
 from ddr.pipeline.schema import ModelOutput, Output, PlotOutput, ZarrOutput, split_ref
 
-__all__ = ["OutputChecks"]
+__all__ = ["OutputChecks", "output_refs"]
+
+
+def output_refs(spec: Output) -> dict[str, str]:
+    """What an output names in its file: variable or key -> reference (``coord:NAME`` for a
+    Zarr output's coordinates, ``labels`` and ``y_from`` for a plot's)."""
+    src = spec.from_
+    if isinstance(src, str):
+        refs = {(getattr(spec, "name", None) or src.replace(".", "_")): src}
+    elif isinstance(src, list):
+        refs = {r: r for r in src}
+    else:
+        refs = dict(src)
+    if isinstance(spec, ZarrOutput):
+        for cname, ref in spec.coords.items():
+            refs[f"coord:{cname}"] = ref
+    if isinstance(spec, PlotOutput) and spec.labels:
+        refs["labels"] = spec.labels
+    if isinstance(spec, PlotOutput) and spec.y_from:
+        refs["y_from"] = spec.y_from
+    return refs
 
 
 class OutputChecks:
@@ -47,20 +67,7 @@ class OutputChecks:
     _resolve: Callable[..., Any]  # provided by the concrete class
 
     def _output(self, i: int, spec: Output, default_if_exists: str) -> None:
-        src = spec.from_
-        if isinstance(src, str):
-            refs = {(getattr(spec, "name", None) or src.replace(".", "_")): src}
-        elif isinstance(src, list):
-            refs = {r: r for r in src}
-        else:
-            refs = dict(src)
-        if isinstance(spec, ZarrOutput):
-            for cname, ref in spec.coords.items():
-                refs[f"coord:{cname}"] = ref
-        if isinstance(spec, PlotOutput) and spec.labels:
-            refs["labels"] = spec.labels
-        if isinstance(spec, PlotOutput) and spec.y_from:
-            refs["y_from"] = spec.y_from
+        refs = output_refs(spec)
         if isinstance(spec, PlotOutput) and spec.plot == "kde":
             data = self._training_data(spec.from_)
             if data is not None:  # a histogram of it under the density

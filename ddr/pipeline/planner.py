@@ -31,7 +31,7 @@ from ddr.config.errors import Location, PipelineError, Problem
 from ddr.io.locations import LocationError, redact, resolve
 from ddr.pipeline import registry
 from ddr.pipeline.inputs import metadata_fingerprint, open_pipeline_input
-from ddr.pipeline.output_checks import OutputChecks
+from ddr.pipeline.output_checks import OutputChecks, output_refs
 from ddr.pipeline.plan import (
     FINGERPRINT_ATTR,
     InputPlan,
@@ -111,8 +111,11 @@ class _Planner(OutputChecks, Scheduling):
                 f"step {name!r} has the name of an input; names of inputs and steps must differ",
                 key=True,
             )
+        # only the inputs something reads have their chunks listed
+        used = {split_ref(r)[0] for s in steps.values() for r in s.inputs.values()}
+        used |= {split_ref(r)[0] for o in outputs.values() for r in output_refs(o).values()}
         for name, spec in inputs.items():
-            opened = open_pipeline_input(name, spec, self.problem)
+            opened = open_pipeline_input(name, spec, self.problem, check_chunks=name in used)
             if opened is not None:
                 self.inputs[name] = opened
         self._link_steps(steps, set(inputs))

@@ -140,6 +140,12 @@ class InputSpec(_Strict):
         description="Select by position along dims (xarray isel): 'start:stop' or a list of "
         "indices, e.g. {feature: '0:25'}. Metadata only: nothing is read.",
     )
+    missing_chunks: Literal["error", "fill"] = Field(
+        "error",
+        description="A Zarr array with chunks that are not stored: refused (error), or read "
+        "as the fill value (fill, for arrays sparse on purpose). Checked from one listing of "
+        "the store, before any data is read.",
+    )
     description: str = ""
 
     def selection(self) -> dict[str, slice | list[int]]:
