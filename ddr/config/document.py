@@ -295,6 +295,7 @@ def _interpolate(doc: Document) -> None:
         return True
 
     def param(name: str, path: Path_) -> Any:
+        nonlocal level
         head, *rest = name.split(".")
         if head in resolved:
             value = resolved[head]
@@ -308,7 +309,6 @@ def _interpolate(doc: Document) -> None:
             resolving.append(head)
             value = resolved[head] = sub(raw_params[head], ("params", head))
             resolving.pop()
-            nonlocal level
             level -= 1
         else:
             doc.problem(
