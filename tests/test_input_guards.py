@@ -172,9 +172,15 @@ def test_missing_chunks_of_v2_bare_and_sharded_arrays(here):
     assert info.value.missing == ["c/2/0"] and info.value.n_chunks == 4
 
 
-def test_missing_chunk_keys_through_the_store_api(here):
-    # any zarr store: the listing goes through Store.list_prefix, here an in-memory store
-    store = zarr.storage.MemoryStore()
+@pytest.mark.parametrize("kind", ["memory", "fsspec"])
+def test_missing_chunk_keys_through_the_store_api(here, kind):
+    # any zarr store: the listing goes through Store.list_prefix; an in-memory store, and
+    # fsspec's (the store of object stores) over local files
+    if kind == "memory":
+        store = zarr.storage.MemoryStore()
+    else:
+        url = (here / "f.zarr").as_uri()
+        store = zarr.storage.FsspecStore.from_url(url, storage_options={"auto_mkdir": True})
     g = zarr.open_group(store, mode="w")
     a = g.create_array("deep/X", shape=(30, 2), chunks=(10, 2), dtype="f8")
     a[:10] = 1.0
