@@ -266,3 +266,32 @@ def test_only_inputs_something_reads_are_checked(here):
     )
     with pytest.raises(PipelineError, match=r"q.yaml:5:28: input y: 1 of 10 chunks"):
         plan_pipeline("q.yaml")
+
+
+def test_a_deleted_chunk_on_s3_is_refused_by_name(s3, tmp_path, monkeypatch):
+    from ddr.io.locations import resolve
+
+    url = s3.url("d.zarr")
+    g = zarr.open_group(resolve(url).store(read_only=False), mode="w", zarr_format=3)
+    y = g.create_array(
+        "y", shape=(30,), chunks=(10,), dtype="i8", config={"write_empty_chunks": True}
+    )
+    y[...] = np.arange(30) % 3
+    loc = resolve(url)
+    loc.fs.rm(f"{loc.fs_path}/y/c/1")
+    with pytest.raises(MissingChunksError) as info:
+        open_input(url, "y")
+    assert info.value.missing == ["y/c/1"] and info.value.n_chunks == 3
+    assert str(info.value).startswith(f"1 of 3 chunks of array 'y' of '{url}' are missing (y/c/1)")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.yaml").write_text(
+        "ddr: 1\nname: s3\ninputs:\n"
+        f"  y: {{path: '{url}', array: y}}\n"
+        "outputs:\n  - {kind: zarr, from: y, path: out/y.zarr}\n"
+    )
+    with pytest.raises(PipelineError) as info:
+        plan_pipeline("p.yaml")
+    assert [str(p).split(" are missing")[0] for p in info.value.problems] == [
+        f"p.yaml:4:{24 + len(url)}: input y: 1 of 3 chunks of array 'y' of '{url}'"
+    ]
+    assert not (tmp_path / "out").exists()
