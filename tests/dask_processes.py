@@ -78,7 +78,7 @@ class DaskProcesses:
 
         return Client(self.address, timeout=timeout, set_as_default=False)
 
-    def wait_for_workers(self, n: int, timeout: float = 90.0) -> None:
+    def wait_for_workers(self, n: int, timeout: float = 180.0) -> None:
         deadline = time.monotonic() + timeout
         while True:
             try:
