@@ -233,7 +233,14 @@ def run(
     if verbose and quiet:
         _fail("--verbose and --quiet contradict each other; give one", 2)
     try:
-        plan = plan_pipeline(pipeline, set_ or [], force=force, resume=resume)
+        plan = plan_pipeline(
+            pipeline,
+            set_ or [],
+            force=force,
+            resume=resume,
+            summary=summary,
+            performance_report=performance_report,
+        )
         config = load_cluster_config(cluster, cluster_set or [])
     except PipelineError as exc:
         _problems(exc)
@@ -244,20 +251,18 @@ def run(
         return
     from ddr._log import console
 
-    summary_path = summary or plan.pipeline.run.summary
-    # the log goes beside a local summary (a log file at a URL would be written as it grows)
-    local_summary = summary_path is not None and "://" not in summary_path
-    log_file = Path(summary_path).with_suffix(".log") if local_summary else None
+    summary_file, log = plan.run_file("summary"), plan.run_file("log")
+    log_file = log.location.path if log is not None else None
     show_bar = plan.pipeline.run.progress if progress is None else progress
     with console(-1 if quiet else int(verbose), progress=show_bar, log_file=log_file) as shown:
-        result, code = _run(plan, config, clock, shown, summary_path, performance_report)
+        result, code = _run(plan, config, clock, shown)
     if result is not None:
         # a failed run's error was shown (once, on stderr): here only where the run stood
         text = result.format()
         typer.echo(text if not code else text.splitlines()[0])
-        if summary_path:
+        if summary_file is not None:
             where_log = f", log: {_rel(str(log_file))}" if log_file else ""
-            typer.echo(f"summary: {_rel(summary_path)}{where_log}")
+            typer.echo(f"summary: {_rel(summary_file.location.url)}{where_log}")
     if code:
         raise typer.Exit(code)
 
@@ -277,16 +282,9 @@ def _process_clock() -> Any:
     return RunClock(started=started)
 
 
-def _run(
-    plan: Any,
-    config: Any,
-    clock: Any,
-    shown: list[Any],
-    summary_path: str | None,
-    performance_report: str | None,
-) -> tuple[Any, int]:
-    """Start the cluster, run, stop the cluster; the summary (also written to
-    ``summary_path`` with the final times) and the exit code."""
+def _run(plan: Any, config: Any, clock: Any, shown: list[Any]) -> tuple[Any, int]:
+    """Start the cluster, run, stop the cluster; the summary (also written to the plan's
+    summary file with the final times) and the exit code."""
     import logging
     import time
 
@@ -294,14 +292,12 @@ def _run(
     from ddr.cluster import ClusterError, cluster_client
     from ddr.config.errors import RunError
     from ddr.io.locations import redact
-    from ddr.pipeline.plan import run_location
     from ddr.pipeline.runner import run_plan
     from ddr.pipeline.summary import RunSummary
 
     log = logging.getLogger("ddr.cli")
-    summary_at = (
-        run_location(summary_path, plan.pipeline.run.storage_options) if summary_path else None
-    )
+    summary_file = plan.run_file("summary")
+    summary_at = summary_file.location if summary_file is not None else None
     for out in plan.outputs:
         if out.action == "overwrite" and out.reason.startswith("complete but outdated"):
             log.info("rewriting %s: %s", _rel(out.path), out.reason)
@@ -320,13 +316,7 @@ def _run(
                 watch_cluster(handle.client, shown, own_workers=config.kind == "local")
             ran = True
             try:
-                result = run_plan(
-                    plan,
-                    summary_path=summary_path,
-                    performance_report=performance_report,
-                    argv=argv,
-                    clock=clock,
-                )
+                result = run_plan(plan, argv=argv, clock=clock)
             except KeyboardInterrupt:
                 quiet_interrupted_shutdown()
                 raise
@@ -352,7 +342,7 @@ def _run(
         try:
             result = RunSummary.read(summary_at)
         except (OSError, ValueError, TypeError) as exc:
-            log.warning("could not read the run summary %s: %s", summary_path, redact(str(exc)))
+            log.warning("could not read the run summary %s: %s", summary_at.shown, redact(str(exc)))
     if result is not None:  # with the whole wall time, now that the cluster is gone
         result.clocked(clock)
         if summary_at:

@@ -24,8 +24,8 @@ from ddr.pipeline.plan import (
     _a,
     _did_you_mean,
     _shape,
-    run_location,
 )
+from ddr.pipeline.run_files import RunFile, refusals, run_files
 from ddr.pipeline.schema import ModelOutput, Output, PlotOutput, ZarrOutput, split_ref
 
 __all__ = ["OutputChecks", "output_refs"]
@@ -334,14 +334,7 @@ class OutputChecks:
         from ddr.io.outputs import check_not_input
 
         seen: dict[Location, int] = {}
-        inputs = [p.location for p in self.inputs.values()]
-        raw_inputs = self.doc.data.get("inputs") if isinstance(self.doc.data, dict) else {}
-        for spec in raw_inputs.values() if isinstance(raw_inputs, dict) else []:
-            if isinstance(spec, dict) and isinstance(spec.get("path"), str):
-                try:
-                    inputs.append(resolve(spec["path"]))
-                except LocationError:  # reported with the input
-                    continue
+        inputs = [loc for _, loc in self._all_inputs()]
         for out in self.outputs:
             where = ("outputs", out.index, "path")
             try:
@@ -374,24 +367,49 @@ class OutputChecks:
                     break
             seen[out.location] = out.index
 
-    def _check_run_paths(self, run_opts: Any) -> None:
-        if run_opts is None:
-            return
-        for key in ("summary", "performance_report"):
-            value = getattr(run_opts, key)
-            if value is None:
+    def _check_run_files(self, run_opts: Any, given: dict[str, str | None]) -> list[RunFile]:
+        """Resolve the run files (summary, its log, performance report) from the pipeline and
+        from ``given`` (the command line), and check each against every input and every other
+        path the run writes; return them."""
+        from ddr.config.errors import Location as Place
+        from ddr.config.errors import Problem
+
+        def problem(origin: str, value: str, message: str) -> None:
+            if origin.startswith("run."):
+                self.problem(("run", origin.removeprefix("run.")), message)
+            else:  # a command-line option
+                self.doc.problems.append(Problem(Place(f"{origin} {value}", 0, 0), message))
+
+        errors: list[tuple[str, str, str]] = []
+        files = run_files(run_opts, given, errors=errors)
+        for origin, value, message in errors:
+            problem(origin, value, message)
+        from ddr.io.inputs import opened_inputs
+
+        inputs = self._all_inputs()
+        known = {loc for _, loc in inputs}
+        inputs += [("opened in this process", loc) for loc in opened_inputs() if loc not in known]
+        for rf, why in refusals(files, inputs, self._written_outputs()):
+            problem(rf.origin, rf.value, why)
+        return files
+
+    def _written_outputs(self) -> list[tuple[str, Location]]:
+        """Every path the outputs write, described for messages."""
+        return [(f"outputs[{o.index}]", o.location) for o in self.outputs]
+
+    def _all_inputs(self) -> list[tuple[str, Location]]:
+        """Every input as (name, location), those that could not be opened included."""
+        found = {name: p.location for name, p in self.inputs.items()}
+        raw_inputs = self.doc.data.get("inputs") if isinstance(self.doc.data, dict) else {}
+        for name, spec in raw_inputs.items() if isinstance(raw_inputs, dict) else []:
+            if name in found or not isinstance(spec, dict):
                 continue
-            try:
-                path = run_location(value, run_opts.storage_options)
-            except LocationError as exc:
-                self.problem(("run", key), str(exc))
-                continue
-            for inp in self.inputs.values():
-                if path.overlaps(inp.location):
-                    self.problem(
-                        ("run", key),
-                        f"run.{key} {value!r} is inside the input {inp.name}; choose another path",
-                    )
+            if isinstance(spec.get("path"), str):
+                try:
+                    found[name] = resolve(spec["path"])
+                except LocationError:  # reported with the input
+                    continue
+        return list(found.items())
 
     def _decide_outputs(self) -> None:
         for out in self.outputs:

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddr.config.document import Document
-from ddr.io.locations import Location, resolve
+from ddr.io.locations import Location
 from ddr.pipeline.registry import Op
+from ddr.pipeline.run_files import RunFile
 from ddr.pipeline.schema import InputSpec, Output, Pipeline, StepSpec, split_ref
 
 __all__ = ["InputPlan", "OutputPlan", "Phase", "Plan", "StepPlan", "ValueMeta"]
@@ -110,6 +111,13 @@ class Plan:
     outputs: list[OutputPlan]
     phases: list[Phase]
     resolved: dict[str, Any]
+    run_files: list[RunFile] = field(default_factory=list)  # summary, log, performance report
+    force: bool = False
+    resume: bool = False
+
+    def run_file(self, kind: str) -> RunFile | None:
+        """The run file of ``kind`` (``"summary"``, ``"log"``, ``"performance_report"``)."""
+        return next((f for f in self.run_files if f.kind == kind), None)
 
     def stored_arrays(self) -> dict[str, list[str]]:
         """Label -> input names, grouping inputs that are the same stored array (e.g. two
@@ -148,12 +156,6 @@ class Plan:
 def _sha(obj: Any) -> str:
     text = json.dumps(obj, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-def run_location(path: str, storage_options: dict[str, Any] | None) -> Location:
-    """Where ``run.summary`` / ``run.performance_report`` go: ``run.storage_options`` apply to
-    URLs only (a local ``--summary`` beside a pipeline that writes to S3 is fine)."""
-    return resolve(path, storage_options if "://" in path else None)
 
 
 def _a(noun: str) -> str:

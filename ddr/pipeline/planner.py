@@ -83,8 +83,17 @@ def _section_parts(doc: Document, model: type, section: str, *, listed: bool = F
 
 # ---------------------------------------------------------------------------- plan
 class _Planner(OutputChecks, Scheduling):
-    def __init__(self, doc: Document, *, force: bool, resume: bool, check_outputs: bool) -> None:
+    def __init__(
+        self,
+        doc: Document,
+        *,
+        force: bool,
+        resume: bool,
+        check_outputs: bool,
+        given: dict[str, str | None],
+    ) -> None:
         self.doc = doc
+        self.given = given
         self.force = force
         self.resume = resume
         self.check_outputs = check_outputs
@@ -127,7 +136,7 @@ class _Planner(OutputChecks, Scheduling):
         for i, spec in outputs.items():
             self._output(i, spec, default_if_exists)
         self._check_output_paths()
-        self._check_run_paths(run_opts)
+        files = self._check_run_files(run_opts, self.given)
         if doc.problems or pipeline is None:
             doc.raise_problems()
         self.steps = {sid: self.steps[sid] for sid in order}
@@ -147,6 +156,9 @@ class _Planner(OutputChecks, Scheduling):
             self.outputs,
             phases,
             _resolved(doc.data),
+            files,
+            force=self.force,
+            resume=self.resume,
         )
 
     def _link_steps(self, steps: dict[str, StepSpec], input_names: set[str]) -> None:
@@ -571,6 +583,8 @@ def plan_pipeline(
     force: bool = False,
     resume: bool = False,
     check_outputs: bool = True,
+    summary: str | None = None,
+    performance_report: str | None = None,
 ) -> Plan:
     """Read, validate and plan a pipeline file without reading any data.
 
@@ -586,6 +600,9 @@ def plan_pipeline(
         Keep complete outputs with the same fingerprint (``if_exists: skip-if-complete``).
     check_outputs : bool
         Look at existing outputs (``False`` for ``ddr validate``, which only checks the file).
+    summary, performance_report : str, optional
+        ``--summary`` / ``--performance-report``: replace ``run.summary`` /
+        ``run.performance_report``; checked like them (never inside an input or an output).
 
     Raises
     ------
@@ -593,7 +610,8 @@ def plan_pipeline(
         Every problem found, as ``file:line:col: message``.
     """
     doc = source if isinstance(source, Document) else load_document(source, overrides)
-    planner = _Planner(doc, force=force, resume=resume, check_outputs=check_outputs)
+    given = {"summary": summary, "performance_report": performance_report}
+    planner = _Planner(doc, force=force, resume=resume, check_outputs=check_outputs, given=given)
     plan = planner.run()
     if plan is None:  # pragma: no cover - run() raises instead
         raise PipelineError([Problem(Location(doc.file), "invalid pipeline")])

@@ -38,8 +38,8 @@ from ddr.io.locations import Location, redact, resolve
 from ddr.pipeline._counting import count_key
 from ddr.pipeline.fitplans import call, fit_plan
 from ddr.pipeline.memory import check_worker_memory
-from ddr.pipeline.plan import run_location
 from ddr.pipeline.planner import Phase, Plan, StepPlan
+from ddr.pipeline.run_files import RunFile, refusals, run_files
 from ddr.pipeline.schema import split_ref
 from ddr.pipeline.summary import OutputResult, RunClock, RunSummary, StepResult, _rel
 from ddr.pipeline.writers import OutputWriter
@@ -476,9 +476,12 @@ def run_plan(
     plan : Plan
         From :func:`ddr.pipeline.plan_pipeline`.
     summary_path : str, optional
-        Write the run summary JSON here (default: the pipeline's ``run.summary``).
+        Write the run summary JSON here instead of the plan's (``run.summary``, or
+        ``summary`` given to :func:`plan_pipeline`).
     performance_report : str, optional
-        Write a dask performance report (HTML; needs a distributed scheduler).
+        Write a dask performance report (HTML; needs a distributed scheduler) here instead
+        of the plan's. Both are checked as the planner checks the pipeline's (never inside
+        an input or an output: ValueError).
     argv : list of str, optional
         The command recorded in provenance and CF ``history`` (default ``sys.argv``).
     clock : RunClock, optional
@@ -493,9 +496,9 @@ def run_plan(
     KeyboardInterrupt
         The run was interrupted; the summary (status ``"interrupted"``) is still written.
     """
-    opts = plan.pipeline.run
-    summary_path = summary_path or opts.summary
-    performance_report = performance_report or opts.performance_report
+    files = _run_files(plan, summary_path, performance_report)
+    summary_at = next((f.location for f in files if f.kind == "summary"), None)
+    report_at = next((f.location for f in files if f.kind == "performance_report"), None)
     runner = _Runner(plan, clock=clock or RunClock(), argv=argv)
     check_worker_memory(plan, runner.client)  # before anything is read or written
     if runner.client is not None:
@@ -505,7 +508,7 @@ def run_plan(
         else:
             logger.info("dask dashboard: not served (it needs bokeh: pip install 'bokeh>=3.1')")
     report: Any = contextlib.nullcontext()
-    if performance_report:
+    if report_at is not None:
         import importlib.util
 
         if runner.client is None:
@@ -515,7 +518,7 @@ def run_plan(
                 "a performance report needs bokeh (pip install 'bokeh>=3.1'); none written"
             )
         else:
-            report = _performance_report(run_location(performance_report, opts.storage_options))
+            report = _performance_report(report_at)
     from threadpoolctl import threadpool_limits
 
     # one BLAS thread per dask thread; distributed workers get theirs from their nanny
@@ -524,14 +527,34 @@ def run_plan(
         with limits, _as_current(runner.client), report:
             summary = runner.run()
     finally:
-        if summary_path:
+        if summary_at is not None:
             try:
-                runner.summary.write(run_location(summary_path, opts.storage_options))
+                runner.summary.write(summary_at)
             except OSError as exc:
                 logger.warning(
-                    "could not write the run summary %s: %s", summary_path, redact(str(exc))
+                    "could not write the run summary %s: %s", summary_at.shown, redact(str(exc))
                 )
     return summary
+
+
+def _run_files(plan: Plan, summary: str | None, performance_report: str | None) -> list[RunFile]:
+    """The plan's run files, or those :func:`run_plan` was given instead, checked as the
+    planner checks the pipeline's (never inside an input, an output or each other)."""
+    if not summary and not performance_report:
+        return plan.run_files
+    from ddr.io.inputs import opened_inputs
+
+    given = {"summary": summary, "performance_report": performance_report}
+    origins = {k: f"{k if k != 'summary' else 'summary_path'}=" for k in given}
+    files = run_files(plan.pipeline.run, given, origins=origins)
+    inputs = [(name, inp.location) for name, inp in plan.inputs.items()]
+    known = {loc for _, loc in inputs}
+    inputs += [("opened in this process", loc) for loc in opened_inputs() if loc not in known]
+    outputs = [(f"outputs[{o.index}]", o.location) for o in plan.outputs]
+    refused = refusals(files, inputs, outputs)
+    if refused:
+        raise ValueError("; ".join(f"{rf.origin}{rf.value!r}: {why}" for rf, why in refused))
+    return files
 
 
 @contextlib.contextmanager

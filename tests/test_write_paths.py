@@ -1,0 +1,218 @@
+"""Every path a run writes passes the same check, whatever its source: the outputs of each
+kind, ``run.summary`` and the log beside it, ``run.performance_report``, their command-line
+options (``--summary``, ``--performance-report``), ``--set`` overrides and the arguments of
+``run_plan``. A path that is, contains or lies inside an input, or overlaps another path the
+run writes, is refused before anything is read or written (exit 2 from the command line),
+naming where the path came from; the input is left byte for byte as it was.
+
+The first test enumerates the write options themselves (the ``run`` command's FILE options
+and the ``run:`` keys that name files), so a new one cannot bypass the check unnoticed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ddr.cli import app
+from ddr.demo import DemoSpec, write_demo_data
+from ddr.pipeline import plan_pipeline, run_plan
+from ddr.pipeline.run_files import RUN_FILE_OPTIONS
+from ddr.pipeline.schema import RunOptions
+
+runner = CliRunner()
+
+PIPELINE = """\
+ddr: 1
+name: paths
+inputs:
+  X: {path: data.zarr, array: X}
+  L: {path: runinfo.log, array: X}
+steps:
+  pca: {op: PCA.fit, inputs: {X: X}, with: {n_components: 2}}
+  scores: {op: PCA.transform, inputs: {model: pca, X: X}}
+outputs:
+  - {kind: zarr, from: scores, path: out/scores.zarr}
+  - {kind: model, from: pca, path: out/pca.model.zarr}
+  - {kind: metrics, from: [pca.explained_variance_], path: out/metrics.json}
+"""
+
+#: (arguments, where the message says the path came from, what it names as the clash)
+CLI_CASES = [
+    (["--summary", "data.zarr/zarr.json"], "--summary data.zarr/zarr.json", "the input X"),
+    (
+        ["--performance-report", "data.zarr/X/zarr.json"],
+        "--performance-report data.zarr/X/zarr.json",
+        "the input X",
+    ),
+    (["--summary", "data.zarr"], "--summary data.zarr", "is the input X"),
+    (["--summary", "."], "--summary .", "contains the input X"),
+    # the log beside the summary: runinfo.json -> runinfo.log, an input
+    (["--summary", "runinfo.json"], "--summary runinfo.json", "the run log runinfo.log"),
+    (["--summary", "out/metrics.json"], "--summary out/metrics.json", "outputs[2]"),
+    (
+        ["--performance-report", "out/scores.zarr/x.html"],
+        "--performance-report out/scores.zarr/x.html",
+        "outputs[0]",
+    ),
+    (
+        ["--summary", "r.json", "--performance-report", "r.json"],
+        "--performance-report r.json",
+        "the run summary (",
+    ),
+    (
+        ["--set", "run.summary=data.zarr/X/c/0/0"],
+        "--set run.summary=data.zarr/X/c/0/0",
+        "the input X",
+    ),
+    (
+        ["--set", "run.performance_report=runinfo.log/zarr.json"],
+        "--set run.performance_report=runinfo.log/zarr.json",
+        "the input L",
+    ),
+]
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(path.rglob("*")):
+        if f.is_file():
+            h.update(str(f.relative_to(path)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("write-paths")
+    write_demo_data(d / "data.zarr", DemoSpec(400, 6, 2, 2, 100, seed=1))
+    write_demo_data(d / "runinfo.log", DemoSpec(400, 6, 2, 2, 100, seed=2))
+    return d
+
+
+@pytest.fixture
+def here(data, tmp_path, monkeypatch):
+    for name in ("data.zarr", "runinfo.log"):
+        (tmp_path / name).symlink_to(data / name)
+    (tmp_path / "paths.yaml").write_text(PIPELINE)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _written(here: Path) -> list[str]:
+    return sorted(
+        str(p.relative_to(here))
+        for p in here.rglob("*")
+        if p.is_file()
+        and p.relative_to(here).parts[0] not in ("data.zarr", "runinfo.log")
+        and p.name != "paths.yaml"
+    )
+
+
+def test_every_write_option_is_checked():
+    """The ``run`` command's options that name a file it writes (metavar FILE) and the
+    ``run:`` keys that name one are exactly those the check resolves."""
+    from typer.main import get_command
+
+    command = get_command(app).commands["run"]
+    file_options = {
+        max(p.opts, key=len) for p in command.params if getattr(p, "metavar", None) == "FILE"
+    }
+    assert file_options == set(RUN_FILE_OPTIONS.values())
+    described = {
+        name
+        for name, field in RunOptions.model_fields.items()
+        if "here" in (field.description or "")  # "Write ... here."
+    }
+    assert described == set(RUN_FILE_OPTIONS)
+
+
+@pytest.mark.parametrize(("args", "origin", "names"), CLI_CASES)
+def test_command_line_write_paths_refused(here, data, args, origin, names):
+    before = _digest(data)
+    result = runner.invoke(app, ["run", "paths.yaml", "--cluster", "sync", *args])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if "refusing to write" in line]
+    assert lines, result.output
+    line = lines[0]
+    assert line.startswith(f"{origin}: refusing to write"), line
+    assert names in line, line
+    assert "nothing was run" in result.output
+    assert _written(here) == []
+    assert _digest(data) == before
+
+
+@pytest.mark.parametrize(
+    ("run_block", "key", "names"),
+    [
+        ("{summary: data.zarr/zarr.json}", "summary", "is inside the input X"),
+        ("{performance_report: data.zarr/X/zarr.json}", "performance_report", "the input X"),
+        ("{summary: runinfo.json}", "summary", "the run log runinfo.log"),
+    ],
+)
+def test_pipeline_file_write_paths_refused(here, data, run_block, key, names):
+    (here / "paths.yaml").write_text(PIPELINE + f"run: {run_block}\n")
+    before = _digest(data)
+    result = runner.invoke(app, ["run", "paths.yaml", "--cluster", "sync"])
+    assert result.exit_code == 2, result.output
+    line = next(x for x in result.output.splitlines() if "refusing to write" in x)
+    assert line.startswith("paths.yaml:"), line  # file:line:col of run.<key>
+    assert names in line, line
+    assert _written(here) == [] and _digest(data) == before
+
+
+@pytest.mark.parametrize(
+    ("kind", "path"),
+    [
+        ("zarr", "data.zarr/scores.zarr"),
+        ("model", "data.zarr/X/model.zarr"),
+        ("metrics", "data.zarr/m.json"),
+        ("metrics", "runinfo.log/zarr.json"),
+    ],
+)
+def test_output_paths_refused(here, data, kind, path):
+    src = {"zarr": "scores", "model": "pca", "metrics": "[pca.explained_variance_]"}[kind]
+    text = (
+        PIPELINE.split("outputs:")[0]
+        + f"outputs:\n  - {{kind: {kind}, from: {src}, path: {path}}}\n"
+    )
+    (here / "paths.yaml").write_text(text)
+    before = _digest(data)
+    result = runner.invoke(app, ["run", "paths.yaml", "--cluster", "sync"])
+    assert result.exit_code == 2, result.output
+    assert "outputs never overwrite inputs" in result.output
+    assert _written(here) == [] and _digest(data) == before
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "names"),
+    [
+        ({"summary_path": "data.zarr/zarr.json"}, "summary_path='data.zarr/zarr.json'"),
+        ({"performance_report": "data.zarr/X/zarr.json"}, "performance_report="),
+        ({"summary_path": "out/scores.zarr/s.json"}, "outputs[0]"),
+    ],
+)
+def test_run_plan_arguments_refused(here, data, kwargs, names):
+    import dask
+
+    plan = plan_pipeline("paths.yaml")
+    before = _digest(data)
+    with (
+        dask.config.set(scheduler="sync"),
+        pytest.raises(ValueError, match="refusing to write") as err,
+    ):
+        run_plan(plan, **kwargs)
+    assert names in str(err.value)
+    assert _written(here) == [] and _digest(data) == before
+
+
+def test_allowed_paths_are_written(here):
+    """The same options with paths of their own run, and the log goes beside the summary."""
+    result = runner.invoke(
+        app, ["run", "paths.yaml", "--cluster", "sync", "--summary", "logs/run.json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert {"logs/run.json", "logs/run.log", "out/metrics.json"} <= set(_written(here))
