@@ -61,15 +61,8 @@ class DaskProcesses:
         self._spawn(
             "scheduler", ["scheduler", "--host", "127.0.0.1", "--port", port, "--no-dashboard"]
         )
-        for i, extra in enumerate(self.worker_args):
-            self._spawn(
-                f"worker{i}",
-                [
-                    "worker", self.address, "--nthreads", "1", "--memory-limit", "2GiB",
-                    "--no-dashboard", "--name", f"w{i}", "--local-directory",
-                    str(self.logs / f"w{i}"), "--preload", PRELOAD, *extra,
-                ],
-            )  # fmt: skip
+        for extra in self.worker_args:
+            self.add_worker(extra)
         self.wait_for_workers(len(self.worker_args))
         return self
 
@@ -77,6 +70,18 @@ class DaskProcesses:
         from distributed import Client
 
         return Client(self.address, timeout=timeout, set_as_default=False)
+
+    def add_worker(self, extra: list[str]) -> None:
+        """Start one more worker (``extra``: its command-line arguments)."""
+        i = sum(1 for p in self.procs) - 1  # the scheduler is the first process
+        self._spawn(
+            f"worker{i}",
+            [
+                "worker", self.address, "--nthreads", "1", "--memory-limit", "2GiB",
+                "--no-dashboard", "--name", f"w{i}", "--local-directory",
+                str(self.logs / f"w{i}"), "--preload", PRELOAD, *extra,
+            ],
+        )  # fmt: skip
 
     def wait_for_workers(self, n: int, timeout: float = 180.0) -> None:
         deadline = time.monotonic() + timeout

@@ -25,8 +25,11 @@ from dask_processes import dask_processes, kill
 from pipeline_support import CLUSTER_CONFIGS, PIPELINES
 
 from ddr.cluster import cluster_client, load_cluster_config
+from ddr.config.errors import RunError
 from ddr.demo import DemoSpec, write_demo_data
+from ddr.io import output_status
 from ddr.pipeline import plan_pipeline, run_plan
+from ddr.pipeline.summary import RunSummary
 
 DELAY = 0.1
 
@@ -92,15 +95,18 @@ def workdir(data, tmp_path, monkeypatch):
 
 
 class KillWhen(threading.Thread):
-    """kill -9 one worker once it holds a finished ``prefix`` task while more ``prefix``
-    tasks are still to run, and ``groups`` task groups of that prefix have been seen (the
-    iteration of a multi-pass fit)."""
+    """kill -9 one worker (``everyone``: every worker) once it holds a finished ``prefix``
+    task while more ``prefix`` tasks are still to run, and ``groups`` task groups of that
+    prefix have been seen (the iteration of a multi-pass fit)."""
 
-    def __init__(self, procs, prefix: str, groups: int = 1) -> None:
+    def __init__(self, procs, prefix: str, groups: int = 1, everyone: bool = False) -> None:
         super().__init__(daemon=True)
         self.procs, self.prefix, self.groups = procs, prefix, groups
-        self.victim, self.pid = next(iter(procs.worker_pids().items()))
+        pids = procs.worker_pids()
+        self.victim, self.pid = next(iter(pids.items()))
+        self.others = [pid for pid in pids.values() if pid != self.pid] if everyone else []
         self.killed_at: float | None = None
+        self.killed_wall: float | None = None
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -121,13 +127,14 @@ class KillWhen(threading.Thread):
                 ready, groups = client.run_on_scheduler(look)
                 seen.update(groups)
                 if ready and len(seen) >= self.groups:
-                    kill(self.pid)
-                    self.killed_at = time.monotonic()
+                    for pid in [self.pid, *self.others]:
+                        kill(pid)
+                    self.killed_at, self.killed_wall = time.monotonic(), time.time()
                     return
                 time.sleep(0.02)
 
 
-def _run(procs, pipeline: Path, sets: list[str], killer: KillWhen | None) -> None:
+def _run(procs, pipeline: Path, sets: list[str], killer: KillWhen | None) -> RunSummary:
     config = load_cluster_config(CLUSTER_CONFIGS / "address.yaml", [f"address={procs.address}"])
     with cluster_client(config):
         if killer is not None:
@@ -139,11 +146,26 @@ def _run(procs, pipeline: Path, sets: list[str], killer: KillWhen | None) -> Non
                 killer.stop.set()
                 killer.join()
     assert summary.status == "ok"
+    return summary
 
 
-def _undisturbed(pipeline: Path, sets: list[str]) -> None:
+def _undisturbed(pipeline: Path, sets: list[str]) -> RunSummary:
     with dask.config.set(scheduler="threads"):
-        assert run_plan(plan_pipeline(pipeline, sets)).status == "ok"
+        summary = run_plan(plan_pipeline(pipeline, sets))
+    assert summary.status == "ok"
+    return summary
+
+
+def _same_passes(disturbed: RunSummary, undisturbed: RunSummary) -> None:
+    """The summary counts each task's read once: the passes after a lost worker are those
+    of an undisturbed run, per step, per output and in all, and what the lost worker's
+    recomputed tasks read again is reported apart."""
+    assert disturbed.passes == undisturbed.passes and disturbed.passes
+    assert [s.passes for s in disturbed.steps] == [s.passes for s in undisturbed.steps]
+    assert [o.passes for o in disturbed.outputs] == [o.passes for o in undisturbed.outputs]
+    assert undisturbed.read_again == {}
+    assert disturbed.read_again and all(v > 0 for v in disturbed.read_again.values())
+    assert "read again after lost workers: " in disturbed.format()
 
 
 def _arrays(out: Path) -> dict[str, np.ndarray]:
@@ -193,12 +215,13 @@ def test_worker_killed_mid_run_gives_identical_outputs(procs, workdir, caplog, p
     procs.wait_for_workers(2)
     with caplog.at_level(logging.INFO, logger="ddr.cluster"):
         killer = KillWhen(procs, prefix)
-        _run(procs, path, ["out=disturbed"], killer)
+        disturbed = _run(procs, path, ["out=disturbed"], killer)
     assert killer.killed_at is not None, "the worker was not killed: the test tested nothing"
     message = _lost_reported(caplog, killer.victim)
     assert "recomputed" in message and prefix in message, message
-    _undisturbed(path, ["out=undisturbed"])
+    undisturbed = _undisturbed(path, ["out=undisturbed"])
     _same(workdir / "disturbed", workdir / "undisturbed")
+    _same_passes(disturbed, undisturbed)
 
 
 @pytest.mark.filterwarnings("ignore:PPCA. EM did not converge")
@@ -207,11 +230,12 @@ def test_worker_killed_during_ppca_em(procs, workdir, caplog):
     procs.wait_for_workers(2)
     with caplog.at_level(logging.INFO, logger="ddr.cluster"):
         killer = KillWhen(procs, "ddr-stats-block", groups=3)  # in the third EM pass
-        _run(procs, path, [*sets, "out=disturbed"], killer)
+        disturbed = _run(procs, path, [*sets, "out=disturbed"], killer)
     assert killer.killed_at is not None, "the worker was not killed: the test tested nothing"
     _lost_reported(caplog, killer.victim)
-    _undisturbed(path, [*sets, "out=undisturbed"])
+    undisturbed = _undisturbed(path, [*sets, "out=undisturbed"])
     _same(workdir / "disturbed", workdir / "undisturbed", rtol=3e-12)
+    _same_passes(disturbed, undisturbed)
 
 
 def test_worker_retired_by_lifetime_mid_run(workdir, caplog):
@@ -231,3 +255,92 @@ def test_worker_retired_by_lifetime_mid_run(workdir, caplog):
     assert not any(" lost " in m for m in lines), lines
     _undisturbed(path, ["out=undisturbed"])
     _same(workdir / "disturbed", workdir / "undisturbed")
+
+
+# ----------------------------------------------------------------- no worker left
+NO_NANNY_CONFIG = """\
+ddr-cluster: 1
+kind: address
+address: {{address: "{address}", timeout: 10s}}
+wait_for_workers: {wanted}
+wait_timeout: {timeout}
+"""
+
+
+def _config(procs, tmp: Path, wanted: int, timeout: str) -> Path:
+    path = tmp / "no-nanny.yaml"
+    path.write_text(NO_NANNY_CONFIG.format(address=procs.address, wanted=wanted, timeout=timeout))
+    return path
+
+
+def test_every_worker_lost_stops_the_run_after_wait_timeout(workdir, caplog):
+    """Both workers (without nannies: nothing restarts them) killed while the scores stream
+    to Zarr: the loss is said within seconds, the run stops once wait_timeout (3 s) has
+    passed without a worker, says why, and its summary keeps the pass it made before."""
+    path = workdir / "pca-scores.yaml"
+    workers = [["--no-nanny"], ["--no-nanny"]]
+    with (
+        dask_processes(workdir / "logs", workers, chunk_delay=4 * DELAY) as procs,
+        caplog.at_level(logging.INFO, logger="ddr.cluster"),
+    ):
+        config = load_cluster_config(_config(procs, workdir, 2, "3s"))
+        killer = KillWhen(procs, "store-map", everyone=True)
+        with cluster_client(config), pytest.raises(RunError) as err:
+            killer.start()
+            try:
+                run_plan(plan_pipeline(path, ["out=gone", "run.summary=gone/summary.json"]))
+            finally:
+                killer.stop.set()
+                killer.join()
+        stopped = time.monotonic()
+    assert killer.killed_at is not None, "the workers were not killed: the test tested nothing"
+    assert "no worker was left for 3 s" in str(err.value) and "wait_timeout" in str(err.value)
+    # stopped after the timeout, not minutes later
+    assert 3.0 <= stopped - killer.killed_at < 15.0, stopped - killer.killed_at
+    said = [
+        r for r in caplog.records if r.name == "ddr.cluster" and "no worker is left" in r.message
+    ]
+    assert said and said[0].created - killer.killed_wall < 3.0, [r.message for r in said]
+    assert any(
+        r.levelno == logging.ERROR and "the run stopped" in r.message for r in caplog.records
+    )
+    summary = json.loads((workdir / "gone" / "summary.json").read_text())
+    assert summary["status"] == "failed" and "no worker was left" in summary["error"]
+    assert summary["passes"]["X"] >= 1.0  # the fit's pass, counted before the workers went
+    assert output_status(workdir / "gone" / "scores.zarr") == "incomplete"
+
+
+def test_a_worker_that_joins_in_time_lets_the_run_go_on(workdir, caplog):
+    """The only worker killed mid-stream, a new one started a second later: within
+    wait_timeout, so the run goes on and gives the undisturbed outputs and passes."""
+    path = workdir / "pca-scores.yaml"
+    with (
+        dask_processes(workdir / "logs", [["--no-nanny"]], chunk_delay=4 * DELAY) as procs,
+        caplog.at_level(logging.INFO, logger="ddr.cluster"),
+    ):
+        config = load_cluster_config(_config(procs, workdir, 1, "60s"))
+        killer = KillWhen(procs, "store-map")
+
+        def replace() -> None:
+            killer.join()
+            if killer.killed_at is not None:
+                time.sleep(1.0)
+                procs.add_worker(["--no-nanny"])
+
+        with cluster_client(config):
+            killer.start()
+            helper = threading.Thread(target=replace, daemon=True)
+            helper.start()
+            try:
+                disturbed = run_plan(plan_pipeline(path, ["out=disturbed"]))
+            finally:
+                killer.stop.set()
+                helper.join()
+    assert killer.killed_at is not None, "the worker was not killed: the test tested nothing"
+    lines = [r.getMessage() for r in caplog.records if r.name == "ddr.cluster"]
+    assert any(m.startswith("no worker is left") for m in lines), lines
+    assert any(m.startswith("a worker joined after") for m in lines), lines
+    assert disturbed.status == "ok"
+    undisturbed = _undisturbed(path, ["out=undisturbed"])
+    _same(workdir / "disturbed", workdir / "undisturbed")
+    assert disturbed.passes == undisturbed.passes

@@ -1,4 +1,5 @@
-"""Report what happens to the workers while a run lasts, through the ``ddr.cluster`` logger.
+"""Report what happens to the workers while a run lasts, through the ``ddr.cluster`` logger,
+and stop a run that has no worker left.
 
 The scheduler publishes every worker that joins or leaves on its ``"all"`` event topic, with
 the tasks the worker was running and the finished results only it held (which the scheduler
@@ -7,9 +8,19 @@ then recomputes elsewhere). :class:`WorkerEvents` subscribes to that topic for t
 - a worker lost (killed, crashed, unreachable): WARNING, with what is recomputed;
 - a worker retired (``--lifetime``, scaling down): INFO, with the tasks it handed back;
 - a worker joined (a restarted or newly started one): INFO;
+- fewer workers left than ``wait_for_workers`` asked for: WARNING, once per drop;
 
 and, when the run ends, the totals. Any scheduler publishes these events; nothing needs to be
 installed on it.
+
+When no worker is left while the run waits for tasks, dask would wait forever. A watch
+thread says so at once (WARNING), again every :data:`~ddr.cluster.waiting.REPORT_EVERY`
+seconds, and when no worker has joined within ``wait_timeout`` it cancels the run's tasks
+with a message that says why: the computation raises, the run fails (exit 1) and its outputs
+stay marked incomplete. A worker that joins in time (a restarted job, an adaptive cluster
+scaling up) lets the run go on. How fast a lost worker is noticed is the scheduler's: at once
+for a process that died (its connection closes), after ``distributed.scheduler.worker-ttl``
+(5 minutes by default) for one that stopped answering.
 """
 
 from __future__ import annotations
@@ -17,12 +28,17 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+import time
 from collections.abc import Iterable
 from typing import Any
 
 __all__ = ["WorkerEvents"]
 
 log = logging.getLogger("ddr.cluster")
+
+#: states of a client's future whose task is still to run (``lost``: its result went with a
+#: worker and is recomputed)
+_WAITING = ("pending", "lost")
 
 
 def _kinds(keys: Iterable[Any]) -> str:
@@ -45,22 +61,33 @@ class WorkerEvents:
     """
 
     _TOPIC = "all"
+    _POLL = 0.25
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, *, wanted: int = 0, timeout: float = 600.0) -> None:
         self.client = client
+        self.wanted = wanted
+        self.timeout = timeout
         self.lost: list[str] = []
         self.retired: list[str] = []
         self.joined: list[str] = []
         self.recomputed = 0
+        self.stopped: str | None = None  # why the run's tasks were cancelled
         self._workers: set[str] = set()
         self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._watch = threading.Thread(
+            target=self._watch_workers, name="ddr-no-workers", daemon=True
+        )
 
     def __enter__(self) -> WorkerEvents:
         self._workers = set(self.client.scheduler_info(n_workers=-1).get("workers", {}))
         self.client.subscribe_topic(self._TOPIC, self._on_event)
+        self._watch.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._done.set()
+        self._watch.join(timeout=5)
         try:
             self.client.unsubscribe_topic(self._TOPIC)
         except Exception:  # the scheduler is already gone
@@ -95,16 +122,84 @@ class WorkerEvents:
                 left = len(self._workers)
             log.info("worker %s joined (%d workers)", msg.get("worker", "?"), left)
 
+    # ------------------------------------------------------------------- no workers
+    def _watch_workers(self) -> None:
+        """Say at once when no worker is left while tasks wait, and cancel them when none has
+        joined within the timeout."""
+        from ddr.cluster.waiting import REPORT_EVERY
+
+        since: float | None = None  # when the run was first seen waiting with no worker
+        report = 0.0
+        while not self._done.wait(self._POLL):
+            with self._lock:
+                left = len(self._workers)
+            now = time.monotonic()
+            if left:
+                if since is not None:
+                    log.info(
+                        "a worker joined after %.0f s without any; the run goes on", now - since
+                    )
+                since = None
+                continue
+            if not self._waiting():
+                continue
+            if since is None:
+                since, report = now, now + REPORT_EVERY
+                log.warning(
+                    "no worker is left and the run's tasks wait for one; the run stops if none "
+                    "joins within %s (wait_timeout)",
+                    _seconds(self.timeout),
+                )
+            elif now - since >= self.timeout:
+                self._stop_run(now - since)
+            elif now >= report:
+                report = now + REPORT_EVERY
+                log.warning(
+                    "still no worker after %.0f s; the run stops in %.0f s",
+                    now - since,
+                    self.timeout - (now - since),
+                )
+
+    def _waiting(self) -> bool:
+        """Whether the client holds tasks that are not finished."""
+        try:
+            return any(s.status in _WAITING for s in list(self.client.futures.values()))
+        except Exception:  # a client that is closing
+            return False
+
+    def _stop_run(self, waited: float) -> None:
+        from distributed import Future
+
+        first = self.stopped is None
+        if first:
+            self.stopped = (
+                f"no worker was left for {waited:.0f} s (every worker was lost or retired and "
+                f"none joined within wait_timeout, {_seconds(self.timeout)}); the run stopped"
+            )
+            log.error("%s", self.stopped)
+        keys = [k for k, s in list(self.client.futures.items()) if s.status in _WAITING]
+        if keys:
+            futures = [Future(k, self.client) for k in keys]
+            self.client.cancel(futures, reason="no-workers", msg=self.stopped)
+
     def _removed(self, msg: dict[str, Any]) -> None:
         worker = msg.get("worker", "?")
         running = list(msg.get("processing-tasks") or ())
         results = list(msg.get("lost-computed-tasks") or ())
         scattered = list(msg.get("lost-scattered-tasks") or ())
         with self._lock:
+            before = len(self._workers)
             self._workers.discard(worker)
             left = len(self._workers)
             self.recomputed += len(running) + len(results)
             (self.retired if msg.get("expected") else self.lost).append(worker)
+        if 0 < left < self.wanted <= before:
+            log.warning(
+                "%d worker(s) left, fewer than the %d wanted (wait_for_workers); the run goes "
+                "on with them",
+                left,
+                self.wanted,
+            )
         redo = []
         if running:
             redo.append(f"{len(running)} running task(s) ({_kinds(running)}) re-run")
@@ -129,3 +224,7 @@ class WorkerEvents:
                 what,
                 left,
             )
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s"

@@ -3,8 +3,8 @@
 :func:`cluster_client` is the one place a run gets its scheduler: checks before starting
 (:meth:`Backend.preflight`), the ``dask:`` block set in the client (and exported to the
 workers by the backend), waiting for workers with reports and a bound
-(:mod:`ddr.cluster.waiting`), and worker losses reported while the run lasts
-(:mod:`ddr.cluster.events`).
+(:mod:`ddr.cluster.waiting`), and worker losses reported while the run lasts, a run with
+no worker left stopped after ``wait_timeout`` (:mod:`ddr.cluster.events`).
 """
 
 from __future__ import annotations
@@ -61,7 +61,10 @@ def cluster_client(config: Any) -> Iterator[ClusterHandle]:
             wait_for_workers(handle, backend, wanted, config.wait_seconds)
         backend.workers_joined(handle.client)
         handle.description = _describe(handle)
-        with WorkerEvents(handle.client), dask.config.set(scheduler=handle.client):
+        events = WorkerEvents(
+            handle.client, wanted=config.wait_for_workers, timeout=config.wait_seconds
+        )
+        with events, dask.config.set(scheduler=handle.client):
             yield handle
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Location", "PipelineError", "Problem", "RunError"]
+__all__ = ["Location", "PipelineError", "Problem", "RunError", "describe_error"]
 
 
 @dataclass(frozen=True, order=True)
@@ -64,3 +64,14 @@ class RunError(RuntimeError):
     def __init__(self, message: str, step: str | None = None) -> None:
         self.step = step
         super().__init__(message if step is None else f"{step}: {message}")
+
+
+def describe_error(exc: BaseException) -> str:
+    """``"Type: message"`` for a run's error; a computation cancelled with a reason (ddr's
+    watch of a cluster with no worker left) is its reason alone."""
+    from concurrent.futures import CancelledError
+
+    reason = getattr(exc, "msg", None)
+    if isinstance(exc, CancelledError) and isinstance(reason, str) and reason:
+        return reason
+    return f"{type(exc).__name__}: {exc}"

@@ -172,6 +172,7 @@ def from_zarr(
     component: str | None = None,
     chunks: Sequence[Any] | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    getitem: Any = None,
 ) -> da.Array:
     """A dask array over a Zarr array whose tasks decode the stored chunks without a copy.
 
@@ -190,6 +191,9 @@ def from_zarr(
     storage_options : mapping, optional
         Options of the URL's filesystem (credentials, ``endpoint_url``, ...); by default
         they come from the environment and the usual config files.
+    getitem : callable, optional
+        The function each block's task reads with, as :func:`dask.array.from_array` takes
+        it (default: dask's getter). It is called with the array-like and the block's slices.
 
     Returns
     -------
@@ -207,12 +211,15 @@ def from_zarr(
         with loc.errors("read"):
             z = zarr.open_array(store=loc.store(), path=component or "", mode="r")
     stored = tuple(z.chunks)
-    if chunks is not None:
-        normal = da.core.normalize_chunks(chunks, z.shape, dtype=z.dtype)
-        if normal != da.core.normalize_chunks(stored, z.shape, dtype=z.dtype):
-            return da.from_zarr(z, chunks=chunks)
-    if not _direct_supported(z):
-        return da.from_zarr(z)
+    other = chunks is not None and da.core.normalize_chunks(
+        chunks, z.shape, dtype=z.dtype
+    ) != da.core.normalize_chunks(stored, z.shape, dtype=z.dtype)
+    if other or not _direct_supported(z):
+        if getitem is None:
+            return da.from_zarr(z, chunks=chunks if other else None)
+        name = "from-zarr-" + tokenize(z, chunks, getitem)
+        return da.from_array(z, chunks=chunks if other else stored, name=name, getitem=getitem)
     source = StoredChunks(z)
-    name = "ddr-from-zarr-" + tokenize(source)
-    return da.from_array(source, chunks=stored, name=name, asarray=False, fancy=False)
+    name = "ddr-from-zarr-" + (tokenize(source) if getitem is None else tokenize(source, getitem))
+    kwargs = {} if getitem is None else {"getitem": getitem}
+    return da.from_array(source, chunks=stored, name=name, asarray=False, fancy=False, **kwargs)

@@ -1,46 +1,90 @@
-"""Count the chunk bytes read from each input, in whichever process reads them.
+"""Count the chunk bytes read from each input, in whichever process reads them, once per task.
 
-The runner opens local Zarr inputs through :class:`CountingStore` (a LocalStore that adds the
-size of every chunk it returns to a per-process counter keyed by the store's root), and inputs
-at URLs through :class:`CountingWrapper` (zarr's ``WrapperStore`` around the location's store,
-counting the same way). The counters
-of the client process and of every worker (``client.run(read_counts)``) summed and divided
-by the stored size of an array give the passes over it that the run summary reports: a
-measurement, not a promise.
+The runner opens local Zarr inputs through :class:`CountingStore` (a LocalStore that counts
+the size of every chunk it returns, keyed by the store's root), and inputs at URLs through
+:class:`CountingWrapper` (zarr's ``WrapperStore`` around the location's store, counting the
+same way). The tasks that read them are :func:`counted_getter`: the bytes one task reads are
+gathered (a context variable follows the read into zarr's I/O thread) and
+
+- on a dask worker, published to the scheduler (event topic :data:`TOPIC`), where
+  :class:`ReadTally` adds them up once per task: a task re-run or recomputed because a
+  worker was lost counts once (the bytes read again are tallied apart), and what a worker
+  read is not lost with it;
+- anywhere else (dask's local schedulers), added to this process's counters.
+
+Divided by the stored size of an array, the sums give the passes over it that the run
+summary reports: a measurement, not a promise. Without the tally (a scheduler where ddr is
+not installed) the runner falls back to summing every process's counters
+(``client.run(read_counts)``), which a lost worker takes with it.
 """
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections import defaultdict
 from typing import Any
 
+from distributed.diagnostics.plugin import SchedulerPlugin
 from zarr.storage import LocalStore, WrapperStore
 
 from ddr.io.locations import Location
 
 __all__ = [
+    "TOPIC",
     "CountingStore",
     "CountingWrapper",
+    "ReadTally",
     "count_key",
+    "counted_getter",
+    "install_tally",
+    "local_counts",
     "read_counts",
     "stored_bytes",
+    "tally_totals",
 ]
 
+#: the scheduler event topic of the bytes each task read
+TOPIC = "ddr-reads"
+
 _LOCK = threading.Lock()
-_COUNTS: dict[str, int] = defaultdict(int)
+_COUNTS: dict[str, int] = defaultdict(int)  # read outside any worker task
+_TASK_COUNTS: dict[str, int] = defaultdict(int)  # read by worker tasks (also published)
 _METADATA = ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata")
+# the bytes the running counted_getter call has read, by count key
+_READING: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar(
+    "ddr_reading", default=None
+)
 
 
 def read_counts() -> dict[str, int]:
     """Chunk bytes read in this process so far, by ``"<store root>::<array path>"`` (never
     reset: take differences)."""
     with _LOCK:
+        total = dict(_COUNTS)
+        for k, v in _TASK_COUNTS.items():
+            total[k] = total.get(k, 0) + v
+    return total
+
+
+def local_counts() -> dict[str, int]:
+    """Chunk bytes read in this process outside dask worker tasks (what the scheduler's
+    tally does not see)."""
+    with _LOCK:
         return dict(_COUNTS)
 
 
 def count_key(root: str, array: str) -> str:
     return f"{root}::{array.strip('/')}"
+
+
+def _observe(key: str, n_bytes: int) -> None:
+    reading = _READING.get()
+    if reading is not None:
+        reading[key] = reading.get(key, 0) + n_bytes
+    else:
+        with _LOCK:
+            _COUNTS[key] += n_bytes
 
 
 def _array_of(key: str) -> str:
@@ -57,8 +101,7 @@ class CountingStore(LocalStore):
 
     def observe_read(self, key: str, n_bytes: int) -> None:
         if not key.endswith(_METADATA):
-            with _LOCK:
-                _COUNTS[count_key(str(self.root), _array_of(key))] += n_bytes
+            _observe(count_key(str(self.root), _array_of(key)), n_bytes)
 
     async def get(self, key: str, prototype: Any = None, byte_range: Any = None) -> Any:
         buf = await super().get(key, prototype, byte_range)
@@ -69,10 +112,9 @@ class CountingStore(LocalStore):
     async def get_partial_values(self, prototype: Any, key_ranges: Any) -> Any:
         key_ranges = list(key_ranges)
         out = await super().get_partial_values(prototype, key_ranges)
-        with _LOCK:
-            for (k, _), b in zip(key_ranges, out, strict=True):
-                if b is not None and not k.endswith(_METADATA):
-                    _COUNTS[count_key(str(self.root), _array_of(k))] += len(b)
+        for (k, _), b in zip(key_ranges, out, strict=True):
+            if b is not None:
+                self.observe_read(k, len(b))
         return out
 
 
@@ -89,9 +131,7 @@ class CountingWrapper(WrapperStore):
 
     def _observe(self, key: str, n_bytes: int) -> None:
         if not key.endswith(_METADATA):
-            k = count_key(self.label, _array_of(key))
-            with _LOCK:
-                _COUNTS[k] += n_bytes
+            _observe(count_key(self.label, _array_of(key)), n_bytes)
 
     async def get(self, key: str, prototype: Any = None, byte_range: Any = None) -> Any:
         buf = await self._store.get(key, prototype, byte_range)
@@ -117,3 +157,89 @@ def stored_bytes(root: str | Location, array_path: str) -> int:
     if array_path:
         base = base.joinpath(array_path)
     return base.du(exclude=_METADATA)
+
+
+# ----------------------------------------------------------------- once per task
+def counted_getter(a: Any, b: Any, asarray: bool = True, lock: Any = None) -> Any:
+    """dask's ``getter`` for a counted input's blocks: the bytes the block's read takes are
+    published to the scheduler's tally on a worker, or counted in this process elsewhere."""
+    from dask.array.core import getter_nofancy
+
+    reading: dict[str, int] = {}
+    token = _READING.set(reading)
+    try:
+        return getter_nofancy(a, b, asarray=asarray, lock=lock)
+    finally:
+        _READING.reset(token)
+        if reading:
+            _report(reading)
+
+
+def _report(reading: dict[str, int]) -> None:
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+        key = worker.get_current_task()
+    except (ImportError, ValueError, AttributeError, KeyError):
+        key = None
+    with _LOCK:
+        for k, v in reading.items():
+            (_COUNTS if key is None else _TASK_COUNTS)[k] += v
+    if key is not None:
+        # sent with the worker's messages to the scheduler, before the task's result
+        worker.log_event(TOPIC, {"key": str(key), "bytes": reading})
+
+
+class ReadTally(SchedulerPlugin):
+    """On the scheduler: the bytes read by each task, counted once per task.
+
+    A task's reads count once per time a graph asks for the task to run (a graph that asks
+    for it again once it was released, or once the scheduler forgot it, starts a new count):
+    a run of it again after a worker was lost (re-run, or recomputed because its result was
+    on the lost worker) adds to :attr:`again` instead of :attr:`counted`.
+    Installed with :func:`install_tally` as a scheduler plugin.
+    """
+
+    name = "ddr-read-tally"
+
+    def __init__(self) -> None:
+        self.counted: dict[str, int] = defaultdict(int)
+        self.again: dict[str, int] = defaultdict(int)
+        self._live: set[str] = set()
+
+    def log_event(self, topic: str, msg: Any) -> None:
+        if topic != TOPIC or not isinstance(msg, dict):
+            return
+        key = str(msg.get("key"))
+        target = self.again if key in self._live else self.counted
+        self._live.add(key)
+        for k, v in (msg.get("bytes") or {}).items():
+            target[k] += int(v)
+
+    def update_graph(self, scheduler: Any, *, tasks: Any = (), **kwargs: Any) -> None:
+        # a task a new graph runs again (it was released after an earlier graph) is a new
+        # read; one still running or in memory is not run again
+        for key in tasks:
+            ts = scheduler.tasks.get(key)
+            if ts is None or ts.state == "released":
+                self._live.discard(str(key))
+
+    def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
+        if finish == "forgotten":
+            self._live.discard(str(key))
+
+    def totals(self) -> tuple[dict[str, int], dict[str, int]]:
+        return dict(self.counted), dict(self.again)
+
+
+def install_tally(dask_scheduler: Any = None) -> None:
+    """Run on the scheduler (``client.run_on_scheduler``): add the :class:`ReadTally`
+    plugin once."""
+    if ReadTally.name not in dask_scheduler.plugins:
+        dask_scheduler.add_plugin(ReadTally(), name=ReadTally.name)
+
+
+def tally_totals(dask_scheduler: Any = None) -> tuple[dict[str, int], dict[str, int]]:
+    """Run on the scheduler: the tally's ``(counted, again)`` byte counts."""
+    return dask_scheduler.plugins[ReadTally.name].totals()

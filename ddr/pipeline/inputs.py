@@ -156,7 +156,12 @@ def _counted(arr: Any, loc: Location, name: str | None) -> tuple[Any, str, int] 
     import zarr
 
     from ddr.io.zarr_chunks import from_zarr
-    from ddr.pipeline._counting import CountingStore, CountingWrapper, stored_bytes
+    from ddr.pipeline._counting import (
+        CountingStore,
+        CountingWrapper,
+        counted_getter,
+        stored_bytes,
+    )
 
     if not isinstance(arr.data, da.Array) or not loc.is_zarr():
         return None
@@ -181,7 +186,7 @@ def _counted(arr: Any, loc: Location, name: str | None) -> tuple[Any, str, int] 
     dims_stored = _stored_dims(z, arr)
     if dims_stored is None:
         return None
-    data = from_zarr(z, chunks=_chunks_for(arr, dims_stored))
+    data = from_zarr(z, chunks=_chunks_for(arr, dims_stored), getitem=counted_getter)
     counted = arr.transpose(*dims_stored).copy(data=data).transpose(*arr.dims)
     return counted, root, stored_bytes(loc, name or "")
 

@@ -11,6 +11,7 @@ writes, before anything is read or written.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,7 +82,7 @@ def log_location(summary: Location) -> Location | None:
 
 def run_files(
     run_opts: Any,
-    given: Mapping[str, str | None] | None = None,
+    given: Mapping[str, str | os.PathLike[str] | None] | None = None,
     *,
     origins: Mapping[str, str] = RUN_FILE_OPTIONS,
     errors: list[tuple[str, str, str]] | None = None,
@@ -107,6 +108,7 @@ def run_files(
         value = value or getattr(run_opts, key, None)
         if not value:
             continue
+        value = os.fspath(value)
         try:
             loc = run_location(value, storage)
         except LocationError as exc:

@@ -33,7 +33,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from ddr.config.errors import RunError
+from ddr.config.errors import RunError, describe_error
 from ddr.io.locations import Location, redact, resolve
 from ddr.pipeline._counting import count_key
 from ddr.pipeline.fitplans import call, fit_plan
@@ -132,17 +132,47 @@ class _Runner(OutputWriter):
         }
         self._versions: dict[str, str] | None = None
         self._reads: list[str] = []  # the inputs the current phase reads (for messages)
+        self._tally = self._install_tally()
+        self._again: dict[str, int] = {}
+        self._last_counts: dict[str, int] = {}
 
     # ----------------------------------------------------------- counting
-    def _counts(self) -> dict[str, int]:
-        from ddr.pipeline._counting import read_counts
+    def _install_tally(self) -> bool:
+        """Count the bytes read by workers on the scheduler, once per task
+        (:class:`ddr.pipeline._counting.ReadTally`); False where it cannot be installed."""
+        from ddr.pipeline._counting import install_tally
 
-        total = dict(read_counts())
-        if self.client is not None:
-            with contextlib.suppress(Exception):
-                for counts in self.client.run(read_counts).values():
-                    for k, v in counts.items():
-                        total[k] = total.get(k, 0) + v
+        if self.client is None:
+            return False
+        try:
+            self.client.run_on_scheduler(install_tally)
+        except Exception as exc:  # no ddr on the scheduler, or no pickled code allowed
+            logger.debug("reads counted per worker process (no tally on the scheduler): %s", exc)
+            return False
+        return True
+
+    def _counts(self) -> dict[str, int]:
+        """Chunk bytes read so far, by count key: this process's and, with a distributed
+        client, the scheduler's tally of the workers' (each task once) or, without a tally,
+        every worker's own counters. The bytes tasks read again after lost workers are kept
+        in ``self._again``."""
+        from ddr.pipeline._counting import local_counts, read_counts, tally_totals
+
+        if self.client is None:
+            return read_counts()
+        total = local_counts() if self._tally else read_counts()
+        try:
+            if self._tally:
+                counted, self._again = self.client.run_on_scheduler(tally_totals)
+                parts = [counted]
+            else:
+                parts = list(self.client.run(read_counts).values())
+        except Exception:  # the scheduler is gone: what it said last
+            return dict(self._last_counts)
+        for counts in parts:
+            for k, v in counts.items():
+                total[k] = total.get(k, 0) + v
+        self._last_counts = total
         return total
 
     def _passes(self, before: dict[str, int], after: dict[str, int]) -> dict[str, float]:
@@ -212,6 +242,8 @@ class _Runner(OutputWriter):
     def run(self) -> RunSummary:
         start = time.perf_counter()
         accounted = self._accounted()
+        self._counts()
+        again_before = dict(self._again)
         self.summary.dashboard = dashboard_link(self.client)
         try:
             for i, phase in enumerate(self.plan.phases, start=1):
@@ -227,7 +259,7 @@ class _Runner(OutputWriter):
             raise
         except Exception as exc:
             self.summary.status = "failed"
-            self.summary.error = redact(f"{type(exc).__name__}: {exc}")
+            self.summary.error = redact(describe_error(exc))
             raise RunError(self.summary.error) from exc
         finally:
             elapsed = time.perf_counter() - start
@@ -247,6 +279,7 @@ class _Runner(OutputWriter):
                 for k, v in s.passes.items():
                     totals[k] = totals.get(k, 0.0) + v
             self.summary.passes = {k: round(v, 3) for k, v in totals.items()}
+            self.summary.read_again = self._passes(again_before, self._again)
         return self.summary
 
     def _accounted(self) -> float:
@@ -310,7 +343,7 @@ class _Runner(OutputWriter):
         except RunError:
             raise
         except Exception as exc:
-            raise RunError(f"{type(exc).__name__}: {exc}", f"step {sid} ({step.op.name})") from exc
+            raise RunError(describe_error(exc), f"step {sid} ({step.op.name})") from exc
         res.seconds = round(time.perf_counter() - start, 3)
 
     def _store_fit(self, step: StepPlan, est: Any) -> None:
@@ -347,7 +380,7 @@ class _Runner(OutputWriter):
                 plan = fit_plan(est, args)
             except Exception as exc:
                 raise RunError(
-                    f"{type(exc).__name__}: {exc}", f"step {sid} ({step.op.name})"
+                    describe_error(exc), f"step {sid} ({step.op.name})"
                 ) from exc
             if plan is None:
                 alone.append(sid)
@@ -360,7 +393,7 @@ class _Runner(OutputWriter):
         except Exception as exc:
             _explain(exc, {sid: plan for sid, (_, plan) in plans.items()}, self.plan)
             raise RunError(
-                f"{type(exc).__name__}: {exc}", f"one-pass statistics of {names}"
+                describe_error(exc), f"one-pass statistics of {names}"
             ) from exc
         for (sid, (_, fitplan)), value in zip(plans.items(), computed, strict=True):
             step = self.plan.steps[sid]
@@ -371,7 +404,7 @@ class _Runner(OutputWriter):
                     self._store_fit(step, fitplan.solve(value))
             except Exception as exc:
                 raise RunError(
-                    f"{type(exc).__name__}: {exc}", f"step {sid} ({step.op.name})"
+                    describe_error(exc), f"step {sid} ({step.op.name})"
                 ) from exc
         seconds = round(time.perf_counter() - start, 3)
         for sid in plans:
@@ -415,7 +448,7 @@ class _Runner(OutputWriter):
         except RunError:
             raise
         except Exception as exc:
-            raise RunError(f"{type(exc).__name__}: {exc}", f"step {sid} ({step.op.name})") from exc
+            raise RunError(describe_error(exc), f"step {sid} ({step.op.name})") from exc
         res.seconds = round(time.perf_counter() - start, 3)
         res.phase = index
 
@@ -460,8 +493,8 @@ def _along(v: Any, sdim: Any) -> Any:
 def run_plan(
     plan: Plan,
     *,
-    summary_path: str | None = None,
-    performance_report: str | None = None,
+    summary_path: str | os.PathLike[str] | None = None,
+    performance_report: str | os.PathLike[str] | None = None,
     argv: list[str] | None = None,
     clock: RunClock | None = None,
 ) -> RunSummary:
@@ -537,7 +570,7 @@ def run_plan(
     return summary
 
 
-def _run_files(plan: Plan, summary: str | None, performance_report: str | None) -> list[RunFile]:
+def _run_files(plan: Plan, summary: Any, performance_report: Any) -> list[RunFile]:
     """The plan's run files, or those :func:`run_plan` was given instead, checked as the
     planner checks the pipeline's (never inside an input, an output or each other)."""
     if not summary and not performance_report:

@@ -2,7 +2,8 @@
 
 Printed by ``ddr run`` (:meth:`RunSummary.format`) and written as JSON (``run.summary`` or
 ``--summary``). Passes are *measured*: chunk bytes read from each stored input in every
-process, divided by its stored size.
+process, divided by its stored size; each task's read counts once, however often a lost
+worker made dask run it (the bytes read again are reported apart, ``read_again``).
 """
 
 from __future__ import annotations
@@ -94,6 +95,9 @@ class RunSummary:
     outputs: list[OutputResult] = field(default_factory=list)
     passes: dict[str, float] = field(default_factory=dict)
     planned_passes: dict[str, str] = field(default_factory=dict)
+    #: passes' worth of bytes read again to recompute tasks after workers were lost (not in
+    #: ``passes``, which count each task's read once)
+    read_again: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -153,6 +157,11 @@ class RunSummary:
         if self.passes:
             planned = ", ".join(f"{k} {v}" for k, v in self.planned_passes.items())
             lines.append(f"  passes over inputs: {_fmt_passes(self.passes)} (planned: {planned})")
+        if any(v > 0 for v in self.read_again.values()):
+            lines.append(
+                f"  read again after lost workers: {_fmt_passes(self.read_again)} (not counted "
+                "above)"
+            )
         return "\n".join(lines)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ddr.config.errors import RunError
+from ddr.config.errors import RunError, describe_error
 from ddr.io.locations import Location, redact
 from ddr.pipeline.plan import FINGERPRINT_ATTR, OutputPlan
 from ddr.pipeline.schema import PlotOutput, ZarrOutput, split_ref
@@ -299,7 +299,7 @@ class OutputWriter:
         except RunError:
             raise
         except Exception as exc:
-            raise RunError(f"{type(exc).__name__}: {exc}", f"output {_rel(out.path)}") from exc
+            raise RunError(describe_error(exc), f"output {_rel(out.path)}") from exc
         res.action = "written"
         res.seconds = round(time.perf_counter() - start, 3)
         logger.info("wrote %s %s (%.2f s)", out.kind, _rel(out.path), res.seconds)
@@ -445,7 +445,7 @@ class OutputWriter:
             except RunError:
                 raise
             except Exception as exc:
-                raise RunError(f"{type(exc).__name__}: {exc}", f"output {_rel(out.path)}") from exc
+                raise RunError(describe_error(exc), f"output {_rel(out.path)}") from exc
         stores: list[Any] = []
         if sources:
             stored = da.store(sources, targets, lock=False, compute=False)
@@ -455,7 +455,7 @@ class OutputWriter:
             values = self._pass(what, [*stores, *items], self._reads)[len(stores) :]
         except Exception as exc:
             names = ", ".join(_rel(self.plan.outputs[i].path) for i in indices)
-            raise RunError(f"{type(exc).__name__}: {exc}", f"writing {names}") from exc
+            raise RunError(describe_error(exc), f"writing {names}") from exc
         pos = 0
         for out, kind, payload in slots:
             try:
@@ -469,7 +469,7 @@ class OutputWriter:
                     pos += len(names)
                     self._write_plot(out, finish_data(computed, known))
             except Exception as exc:
-                raise RunError(f"{type(exc).__name__}: {exc}", f"output {_rel(out.path)}") from exc
+                raise RunError(describe_error(exc), f"output {_rel(out.path)}") from exc
         seconds = round(time.perf_counter() - start, 3)
         passes = self._passes(before, self._counts())
         for i in indices:
