@@ -379,9 +379,7 @@ class _Runner(OutputWriter):
                 est = self._new(step)
                 plan = fit_plan(est, args)
             except Exception as exc:
-                raise RunError(
-                    describe_error(exc), f"step {sid} ({step.op.name})"
-                ) from exc
+                raise RunError(describe_error(exc), f"step {sid} ({step.op.name})") from exc
             if plan is None:
                 alone.append(sid)
             else:
@@ -392,9 +390,7 @@ class _Runner(OutputWriter):
             computed = self._pass(names, [p[0] for p in plans.values()], self._reads)
         except Exception as exc:
             _explain(exc, {sid: plan for sid, (_, plan) in plans.items()}, self.plan)
-            raise RunError(
-                describe_error(exc), f"one-pass statistics of {names}"
-            ) from exc
+            raise RunError(describe_error(exc), f"one-pass statistics of {names}") from exc
         for (sid, (_, fitplan)), value in zip(plans.items(), computed, strict=True):
             step = self.plan.steps[sid]
             try:
@@ -403,9 +399,7 @@ class _Runner(OutputWriter):
                 else:
                     self._store_fit(step, fitplan.solve(value))
             except Exception as exc:
-                raise RunError(
-                    describe_error(exc), f"step {sid} ({step.op.name})"
-                ) from exc
+                raise RunError(describe_error(exc), f"step {sid} ({step.op.name})") from exc
         seconds = round(time.perf_counter() - start, 3)
         for sid in plans:
             res = self.step_results[sid]
