@@ -203,6 +203,14 @@ def run(
             help="Write a dask performance report (HTML) here, a path or URL (distributed only).",
         ),
     ] = None,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="When another run is writing one of the outputs, wait until it ends (or "
+            "its claim goes stale) instead of refusing (run.wait: true).",
+        ),
+    ] = False,
     progress: Annotated[
         bool | None,
         typer.Option(
@@ -218,9 +226,11 @@ def run(
     """Run a pipeline: check it, start the cluster, fit, write outputs, print a summary.
 
     Everything that can be checked without reading data is checked first (exit code 2).
-    Progress goes to stderr (a bar on a terminal, else one line per pass), and to a log file
-    beside the run summary; the summary is printed to stdout. Ctrl-C stops the run (exit
-    code 130; the summary says interrupted, outputs being written stay incomplete).
+    The run then claims its outputs: another run writing one of them is refused, naming
+    that run (exit code 1), or waited for with --wait. Progress goes to stderr (a bar on a
+    terminal, else one line per pass), and to a log file beside the run summary; the
+    summary is printed to stdout. Ctrl-C stops the run (exit code 130; the summary says
+    interrupted, outputs being written stay incomplete; the claims are released).
     """
     clock = _process_clock()
     from ddr.cluster import dry_run as cluster_dry_run
@@ -255,7 +265,7 @@ def run(
     log_file = log.location.path if log is not None else None
     show_bar = plan.pipeline.run.progress if progress is None else progress
     with console(-1 if quiet else int(verbose), progress=show_bar, log_file=log_file) as shown:
-        result, code = _run(plan, config, clock, shown)
+        result, code = _run(plan, config, clock, shown, wait)
     if result is not None:
         # a failed run's error was shown (once, on stderr): here only where the run stood
         text = result.format()
@@ -282,7 +292,46 @@ def _process_clock() -> Any:
     return RunClock(started=started)
 
 
-def _run(plan: Any, config: Any, clock: Any, shown: list[Any]) -> tuple[Any, int]:
+def _run(plan: Any, config: Any, clock: Any, shown: list[Any], wait: bool) -> tuple[Any, int]:
+    """Claim the outputs (before a cluster starts: a run refused stops at once), run, release
+    the claims; the summary and the exit code."""
+    import logging
+
+    from ddr.config.errors import PipelineError
+    from ddr.io.claims import ClaimError
+    from ddr.io.locations import redact
+    from ddr.pipeline.ownership import claim_outputs
+    from ddr.pipeline.planner import replan
+
+    log = logging.getLogger("ddr.cli")
+    claims = claim_outputs(plan, wait=True if wait else None, argv=["ddr", *sys.argv[1:]])
+    try:
+        claims.acquire()
+    except ClaimError as exc:
+        log.error("run refused: %s", exc)
+        return None, 1
+    except OSError as exc:  # the claim could not be written or read
+        log.error("run refused: could not claim the outputs: %s", redact(str(exc)))
+        return None, 1
+    except KeyboardInterrupt:
+        log.error("interrupted while waiting for another run; nothing was written")
+        return None, 130
+    try:
+        if claims.waited:  # what the other run wrote may be complete now
+            try:
+                plan = replan(plan)
+            except PipelineError as exc:
+                for problem in exc.problems:
+                    log.error("%s", problem)
+                return None, 2
+        return _run_claimed(plan, config, clock, shown, claims)
+    finally:
+        claims.release()
+
+
+def _run_claimed(
+    plan: Any, config: Any, clock: Any, shown: list[Any], claims: Any
+) -> tuple[Any, int]:
     """Start the cluster, run, stop the cluster; the summary (also written to the plan's
     summary file with the final times) and the exit code."""
     import logging
@@ -316,7 +365,7 @@ def _run(plan: Any, config: Any, clock: Any, shown: list[Any]) -> tuple[Any, int
                 watch_cluster(handle.client, shown, own_workers=config.kind == "local")
             ran = True
             try:
-                result = run_plan(plan, argv=argv, clock=clock)
+                result = run_plan(plan, argv=argv, clock=clock, claims=claims)
             except KeyboardInterrupt:
                 quiet_interrupted_shutdown()
                 raise

@@ -28,12 +28,16 @@ from typing import Any
 import numpy as np
 import zarr
 
+from ddr.io.claims import CLAIM_ATTR, Claim
 from ddr.io.locations import Location, redact, resolve
 from ddr.io.outputs import (
     STATUS_ATTR,
     IfExists,
     _prepare,
+    check_claimed,
     check_not_input,
+    claimed_store,
+    fenced,
     mark_complete,
     output_status,
 )
@@ -236,24 +240,32 @@ def save_model(
     if_exists: IfExists = "error",
     attrs: dict[str, Any] | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    claim: Claim | None = None,
 ) -> None:
     """Save a (fitted or unfitted) ddr estimator to a Zarr group at ``path`` (a local path
     or a URL; ``storage_options`` as for :func:`ddr.io.open_input`).
 
     The group is marked complete only after every array is written: on an object store the
-    last write, one PUT of the group's metadata, is what says so.
+    last write, one PUT of the group's metadata, is what says so. With a ``claim``
+    (:mod:`ddr.io.claims`) every write checks it, as :func:`ddr.io.write_zarr`'s do.
     """
     import ddr
 
     p = resolve(path, storage_options)
     check_not_input(p)
-    if _prepare(p, if_exists, None) == "skip":
-        return
-    with p.errors("write"):
-        group = zarr.open_group(p.store(read_only=False), mode="w-", zarr_format=3)
-        group.attrs[STATUS_ATTR] = "incomplete"
-        _write_estimator(est, group)
-        mark_complete(group, redact({**(attrs or {}), "ddr:version": ddr.__version__}))
+    with fenced(claim):
+        if _prepare(p, if_exists, None) == "skip":
+            return
+        store = claimed_store(p, claim)
+        with p.errors("write"):
+            group = zarr.open_group(store, mode="w-", zarr_format=3)
+            first = {STATUS_ATTR: "incomplete"}
+            if claim is not None:
+                first[CLAIM_ATTR] = claim.token
+            group.attrs.update(first)
+            _write_estimator(est, group)
+            check_claimed(p, claim, store)
+            mark_complete(group, redact({**(attrs or {}), "ddr:version": ddr.__version__}))
 
 
 def load(

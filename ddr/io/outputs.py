@@ -18,6 +18,10 @@ after the completion marker (and holds the same ``ddr:status``), an output being
 has none, and replacing an output removes the old one, consolidated metadata included,
 before anything is written.
 
+With a claim (:mod:`ddr.io.claims`), every write of steps 2 to 6 is made only while the run
+still owns the output, the metadata carries the claim's token, and step 5 happens only if the
+output still carries it (on object stores, as a write conditional on the version checked).
+
 A crash anywhere before step 5 leaves a store that says it is incomplete; ``ddr inspect``
 and :func:`output_status` report it, and it is replaced only when asked
 (``if_exists="overwrite"``, or ``"skip-if-complete"``, which rewrites incomplete outputs).
@@ -31,6 +35,7 @@ of chunks).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import sys
@@ -45,6 +50,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from ddr.io.claims import CLAIM_ATTR, Claim, ClaimLost
 from ddr.io.inputs import opened_inputs
 from ddr.io.locations import Location, redact, resolve
 
@@ -53,6 +59,7 @@ __all__ = [
     "IfExists",
     "PendingOutput",
     "check_not_input",
+    "claimed_store",
     "mark_complete",
     "output_status",
     "read_attrs",
@@ -201,13 +208,16 @@ class PendingOutput:
     """An output whose metadata is written and whose data is a dask ``Delayed`` (or None).
 
     Compute :attr:`delayed` (possibly together with other outputs, to share passes), then
-    call :meth:`finalize` to check every chunk and mark the output complete.
+    call :meth:`finalize` to check every chunk and mark the output complete. Chunks written
+    by other means go through :attr:`store` (it holds the claim, when there is one).
     """
 
     path: Location
     delayed: Any
     attrs: dict[str, Any] = field(default_factory=dict)
     skipped: bool = False
+    store: Any = None
+    claim: Claim | None = None
 
     def finalize(self) -> None:
         if self.skipped:
@@ -216,15 +226,51 @@ class PendingOutput:
             self._finalize()
 
     def _finalize(self) -> None:
-        group = zarr.open_group(self.path.store(read_only=False), mode="r+")
-        for name, arr in group.arrays():
-            if arr.nchunks_initialized != arr.nchunks:
-                raise RuntimeError(
-                    f"output {self.path.url!r}: array {name!r} has "
-                    f"{arr.nchunks_initialized} of {arr.nchunks} chunks written; it stays "
-                    "marked incomplete"
-                )
-        mark_complete(group, self.attrs)
+        store = self.store if self.store is not None else self.path.store(read_only=False)
+        with fenced(self.claim):
+            check_claimed(self.path, self.claim, store)
+            group = zarr.open_group(store, mode="r+")
+            for name, arr in group.arrays():
+                if arr.nchunks_initialized != arr.nchunks:
+                    raise RuntimeError(
+                        f"output {self.path.url!r}: array {name!r} has "
+                        f"{arr.nchunks_initialized} of {arr.nchunks} chunks written; it stays "
+                        "marked incomplete"
+                    )
+            mark_complete(group, self.attrs)
+
+
+def fenced(claim: Claim | None) -> Any:
+    """Hold the claim's fence (nothing without a claim)."""
+    return claim.writing() if claim is not None else contextlib.nullcontext()
+
+
+def claimed_store(loc: Location, claim: Claim | None) -> Any:
+    """The store to write the output at ``loc`` through: every write checks ``claim``."""
+    store = loc.store(read_only=False)
+    if claim is None:
+        return store
+    from ddr.io.claimed_store import ClaimedStore
+
+    return ClaimedStore(store, claim.ref)
+
+
+def check_claimed(loc: Location, claim: Claim | None, store: Any) -> None:
+    """Before marking an output complete: it still carries this claim's token (no other run
+    rewrote it), and on object stores the completion write is made over the very version of
+    its metadata that was checked."""
+    if claim is None:
+        return
+    from ddr.io.claimed_store import metadata_version
+
+    attrs, version = metadata_version(loc)
+    if attrs.get(CLAIM_ATTR) != claim.token:
+        raise ClaimLost(
+            f"{loc.shown} was rewritten by another run since this run wrote its metadata; "
+            "this run does not mark it complete"
+        )
+    if version is not None:
+        store.expect("zarr.json", version)
 
 
 def mark_complete(group: zarr.Group, attrs: Mapping[str, Any]) -> None:
@@ -252,6 +298,7 @@ def write_zarr(
     encoding: Mapping[str, Any] | None = None,
     compute: bool = True,
     storage_options: Mapping[str, Any] | None = None,
+    claim: Claim | None = None,
 ) -> PendingOutput:
     """Write ``obj`` to a Zarr v3 group at ``path`` following the protocol of this module.
 
@@ -286,6 +333,9 @@ def write_zarr(
         :class:`PendingOutput`'s ``delayed`` yourself, then call its ``finalize()``.
     storage_options : mapping, optional
         Options of the URL's filesystem (credentials, ``endpoint_url``, ...).
+    claim : Claim, optional
+        This run's claim on ``path`` (:mod:`ddr.io.claims`): every write checks it, and the
+        output is marked complete only if no other run has taken it over.
 
     Returns
     -------
@@ -293,23 +343,27 @@ def write_zarr(
     """
     p = resolve(path, storage_options)
     check_not_input(p, inputs)
-    if _prepare(p, if_exists, fingerprint) == "skip":
-        return PendingOutput(p, None, skipped=True)
-    ds = _normalise(_as_dataset(obj, name, dims))
-    ds.attrs = {**ds.attrs, **(attrs or {}), STATUS_ATTR: "incomplete"}
-    final_attrs = _final_attrs(ds.attrs, fingerprint, provenance)
-    enc = {k: dict(v) for k, v in (encoding or {}).items()}
-    with p.errors("write"):
-        delayed = ds.to_zarr(
-            p.store(read_only=False),
-            mode="w-",
-            compute=False,
-            zarr_format=3,
-            consolidated=False,
-            write_empty_chunks=True,
-            encoding=enc,
-        )
-    pending = PendingOutput(p, delayed, final_attrs)
+    with fenced(claim):
+        if _prepare(p, if_exists, fingerprint) == "skip":
+            return PendingOutput(p, None, skipped=True)
+        ds = _normalise(_as_dataset(obj, name, dims))
+        ds.attrs = {**ds.attrs, **(attrs or {}), STATUS_ATTR: "incomplete"}
+        if claim is not None:
+            ds.attrs[CLAIM_ATTR] = claim.token
+        final_attrs = _final_attrs(ds.attrs, fingerprint, provenance)
+        enc = {k: dict(v) for k, v in (encoding or {}).items()}
+        store = claimed_store(p, claim)
+        with p.errors("write"):
+            delayed = ds.to_zarr(
+                store,
+                mode="w-",
+                compute=False,
+                zarr_format=3,
+                consolidated=False,
+                write_empty_chunks=True,
+                encoding=enc,
+            )
+    pending = PendingOutput(p, delayed, final_attrs, store=store, claim=claim)
     if compute:
         dask.compute(delayed)
         pending.finalize()

@@ -114,6 +114,7 @@ class Plan:
     run_files: list[RunFile] = field(default_factory=list)  # summary, log, performance report
     force: bool = False
     resume: bool = False
+    given: dict[str, Any] = field(default_factory=dict)  # run files given to plan_pipeline
 
     def run_file(self, kind: str) -> RunFile | None:
         """The run file of ``kind`` (``"summary"``, ``"log"``, ``"performance_report"``)."""

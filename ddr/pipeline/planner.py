@@ -58,6 +58,7 @@ __all__ = [
     "StepPlan",
     "ValueMeta",
     "plan_pipeline",
+    "replan",
 ]
 
 
@@ -159,6 +160,7 @@ class _Planner(OutputChecks, Scheduling):
             files,
             force=self.force,
             resume=self.resume,
+            given=dict(self.given),
         )
 
     def _link_steps(self, steps: dict[str, StepSpec], input_names: set[str]) -> None:
@@ -616,3 +618,9 @@ def plan_pipeline(
     if plan is None:  # pragma: no cover - run() raises instead
         raise PipelineError([Problem(Location(doc.file), "invalid pipeline")])
     return plan
+
+
+def replan(plan: Plan) -> Plan:
+    """Plan ``plan``'s pipeline again, as it was planned (the same file, overrides and
+    options), with what exists now: after waiting for another run's outputs."""
+    return plan_pipeline(plan.doc, force=plan.force, resume=plan.resume, **plan.given)

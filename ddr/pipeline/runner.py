@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ddr.config.errors import RunError, describe_error
+from ddr.io.claims import OutputClaims
 from ddr.io.locations import Location, redact, resolve
 from ddr.pipeline._counting import count_key
 from ddr.pipeline.fitplans import call, fit_plan
@@ -101,10 +102,13 @@ def describe_scheduler(client: Any) -> str:
 
 # ----------------------------------------------------------------------- runner
 class _Runner(OutputWriter):
-    def __init__(self, plan: Plan, *, clock: RunClock, argv: list[str] | None) -> None:
+    def __init__(
+        self, plan: Plan, *, clock: RunClock, argv: list[str] | None, claims: OutputClaims
+    ) -> None:
         import ddr
 
         self.plan = plan
+        self.claims = claims
         self.clock = clock
         self.argv = argv
         self.values: dict[str, dict[str, Any]] = {}
@@ -491,8 +495,14 @@ def run_plan(
     performance_report: str | os.PathLike[str] | None = None,
     argv: list[str] | None = None,
     clock: RunClock | None = None,
+    claims: OutputClaims | None = None,
 ) -> RunSummary:
     """Run ``plan`` under the active dask scheduler and return its summary.
+
+    The run owns the outputs it writes while it runs (:mod:`ddr.io.claims`): it claims them
+    before anything is written (another run holding one is refused, or waited for with
+    ``run.wait``), every write checks the claim, and the claims are released when the run
+    ends, whether it succeeds, fails or is interrupted.
 
     Progress is reported through :mod:`logging` (the ``ddr.pipeline.runner`` logger and the
     estimators' own): one INFO record per phase and per pass over the data, the dask
@@ -515,19 +525,43 @@ def run_plan(
         Collects the wall time and its parts; the ``ddr`` command passes one started with
         its process, so the summary's times include start-up and the cluster. Default: one
         started now.
+    claims : OutputClaims, optional
+        The claims on the plan's outputs, already taken (the ``ddr`` command takes them
+        before it starts the cluster, see :func:`ddr.pipeline.ownership.claim_outputs`);
+        by default the run takes them itself, and releases them when it ends.
 
     Raises
     ------
+    ddr.io.claims.ClaimError
+        Another run is writing one of the outputs (nothing was read or written).
     RunError
         A step or an output failed; the summary (status ``"failed"``) is still written.
     KeyboardInterrupt
         The run was interrupted; the summary (status ``"interrupted"``) is still written.
     """
     files = _run_files(plan, summary_path, performance_report)
+    check_worker_memory(plan, active_client())  # before anything is read or written
+    if claims is not None:
+        return _run_claimed(plan, claims, files, argv, clock)
+    from ddr.pipeline.ownership import claim_outputs
+    from ddr.pipeline.planner import replan
+
+    with claim_outputs(plan, argv=argv) as own:
+        if own.waited:  # what the other run wrote may be complete now
+            plan = replan(plan)
+        return _run_claimed(plan, own, files, argv, clock)
+
+
+def _run_claimed(
+    plan: Plan,
+    claims: OutputClaims,
+    files: list[RunFile],
+    argv: list[str] | None,
+    clock: RunClock | None,
+) -> RunSummary:
     summary_at = next((f.location for f in files if f.kind == "summary"), None)
     report_at = next((f.location for f in files if f.kind == "performance_report"), None)
-    runner = _Runner(plan, clock=clock or RunClock(), argv=argv)
-    check_worker_memory(plan, runner.client)  # before anything is read or written
+    runner = _Runner(plan, clock=clock or RunClock(), argv=argv, claims=claims)
     if runner.client is not None:
         link = dashboard_link(runner.client)
         if link:

@@ -92,6 +92,28 @@ def split_ref(ref: str) -> tuple[str, str | None]:
     return head, tail or None
 
 
+def _check_duration(value: str | float) -> str | float:
+    from dask.utils import parse_timedelta
+
+    if isinstance(value, bool):
+        raise ValueError(f"expected seconds or a time such as 10m; got {value!r}")
+    try:
+        seconds = parse_timedelta(value, default="s")
+    except (ValueError, KeyError, TypeError):
+        raise ValueError(f"expected seconds or a time such as 10m; got {value!r}") from None
+    if seconds is None or seconds <= 0:
+        raise ValueError(f"must be a positive time; got {value!r}")
+    return value
+
+
+def seconds(value: str | float) -> float:
+    """A validated duration (``30``, ``"30s"``, ``"10m"``) in seconds."""
+    from dask.utils import parse_timedelta
+
+    return float(parse_timedelta(value, default="s"))
+
+
+Duration = Annotated[str | float, AfterValidator(_check_duration)]
 Name = Annotated[str, AfterValidator(_check_name)]
 Ref = Annotated[
     str,
@@ -264,6 +286,17 @@ class RunOptions(_Strict):
     )
     progress: bool = Field(True, description="Show a progress bar.")
     storage_options: StorageOptions = None
+    wait: bool | Duration = Field(
+        False,
+        description="An output another run is writing: false refuses, naming that run; true "
+        "waits until that run ends (or its claim goes stale); a time such as 30m waits at "
+        "most that long (ddr run --wait: true).",
+    )
+    claim_timeout: Duration = Field(
+        "2m",
+        description="A run's claim on its outputs goes stale, and another run may take it "
+        "over, when its heartbeat (renewed every quarter of this) is older than this.",
+    )
 
 
 class Pipeline(_Strict):

@@ -20,7 +20,9 @@ from typing import Any
 import numpy as np
 
 from ddr.config.errors import RunError, describe_error
-from ddr.io.locations import Location, redact
+from ddr.io.claims import Claim, OutputClaims
+from ddr.io.locations import redact
+from ddr.io.outputs import fenced
 from ddr.pipeline.plan import FINGERPRINT_ATTR, OutputPlan
 from ddr.pipeline.schema import PlotOutput, ZarrOutput, split_ref
 from ddr.pipeline.summary import _rel
@@ -72,10 +74,11 @@ def regular_chunks(ds: Any) -> Any:
     return ds.assign(out) if out else ds
 
 
-def raw_writes(path: Location, ds: Any) -> list[tuple[Any, Any]] | None:
+def raw_writes(store: Any, ds: Any) -> list[tuple[Any, Any]] | None:
     """``(dask source, zarr target)`` for every lazy variable of ``ds`` that can be stored
-    as it is into the arrays ``write_zarr`` created at ``path`` (same dtype, one dask chunk
-    per Zarr chunk, no CF encoding); None if any cannot (then xarray's graph writes them)."""
+    as it is into the arrays ``write_zarr`` created in ``store`` (the pending output's: it
+    checks the run's claim at every write; same dtype, one dask chunk per Zarr chunk, no CF
+    encoding); None if any cannot (then xarray's graph writes them)."""
     import dask.array as da
     import zarr
 
@@ -96,7 +99,7 @@ def raw_writes(path: Location, ds: Any) -> list[tuple[Any, Any]] | None:
             # never be complete; zarr 3.1's open_array ignores `config` for an existing array
             # (3.4 takes it), with_config works in both
             target = zarr.open_array(
-                store=path.store(read_only=False), path=str(name), mode="r+"
+                store=store, path=str(name), mode="r+"
             ).with_config({"write_empty_chunks": True})
         except Exception:
             return None
@@ -225,6 +228,8 @@ class OutputWriter:
 
     _passes: Callable[..., Any]  # provided by the concrete class
 
+    claims: OutputClaims  # this run's claims on the outputs it writes
+
     def _versions_dict(self) -> dict[str, str]:
         if self._versions is None:
             import dask
@@ -304,6 +309,9 @@ class OutputWriter:
         res.seconds = round(time.perf_counter() - start, 3)
         logger.info("wrote %s %s (%.2f s)", out.kind, _rel(out.path), res.seconds)
 
+    def _claim(self, out: OutputPlan) -> Claim | None:
+        return self.claims.get(out.location)
+
     def _if_exists(self, out: OutputPlan) -> str:
         return "overwrite" if out.action == "overwrite" else "error"
 
@@ -317,7 +325,13 @@ class OutputWriter:
             PROVENANCE_ATTR: self._provenance(out),
             "history": history_line(self.argv),
         }
-        save_model(model, out.location, if_exists=self._if_exists(out), attrs=attrs)
+        save_model(
+            model,
+            out.location,
+            if_exists=self._if_exists(out),
+            attrs=attrs,
+            claim=self._claim(out),
+        )
 
     def _write_metrics(self, out: OutputPlan) -> None:
         from ddr.pipeline.reports import write_json
@@ -329,16 +343,19 @@ class OutputWriter:
                 value = statistic_readouts(value)
             data[key] = value
         data["ddr:provenance"] = self._provenance(out)
-        prepare_file(out)
-        write_json(out.location, data, out.fingerprint)
+        with fenced(self._claim(out)):
+            prepare_file(out)
+            write_json(out.location, data, out.fingerprint)
 
     def _write_plot(self, out: OutputPlan, data: dict[str, Any]) -> None:
         """Draw and write a plot from its data (:mod:`ddr.pipeline.plot_inputs`)."""
         from ddr.pipeline.reports import plot
 
         spec: PlotOutput = out.spec  # type: ignore[assignment]
-        prepare_file(out)
-        plot(spec.plot, out.location, out.fingerprint, spec.title, self._provenance(out), **data)
+        provenance = self._provenance(out)
+        with fenced(self._claim(out)):
+            prepare_file(out)
+            plot(spec.plot, out.location, out.fingerprint, spec.title, provenance, **data)
 
     def _zarr_pending(self, out: OutputPlan) -> tuple[Any, Any]:
         """Write the metadata of a Zarr output (``ddr.io.write_zarr(compute=False)``); return
@@ -388,6 +405,7 @@ class OutputWriter:
             fingerprint=out.fingerprint,
             provenance=self._provenance(out),
             compute=False,
+            claim=self._claim(out),
         )
         return pending, ds
 
@@ -429,7 +447,7 @@ class OutputWriter:
             try:
                 if out.kind == "zarr":
                     pending, ds = self._zarr_pending(out)
-                    raw = raw_writes(pending.path, ds)
+                    raw = raw_writes(pending.store, ds)
                     if raw is None:
                         items.append(pending.delayed)
                     else:
