@@ -190,7 +190,7 @@ def _lost_message(loc: Location, record: ClaimRecord | None) -> str:
     if record is None:
         return (
             f"this run's claim on {output} is gone (taken over by another run while this "
-            "run's heartbeat had stopped, and released); its writes to it stop"
+            "run's heartbeat had stopped, and released); this run's writes to it stop"
         )
     return (
         f"{output} was taken over by {record.describe()} (this run's claim had gone stale); "
@@ -333,7 +333,8 @@ class _S3File(_ClaimFile):
             except FileNotFoundError:
                 return None, None
             except OSError as exc:
-                if _refused(exc):
+                # s3fs reads the object at the ETag its HEAD saw: FileExpired if it changed
+                if _refused(exc) or type(exc).__name__ == "FileExpired":
                     continue
                 raise
             return ClaimRecord.from_bytes(data), etag

@@ -1,0 +1,211 @@
+"""Two ``ddr run`` processes on the same outputs, on local files and on S3 (moto's server):
+run A (slowed: every chunk read takes a second longer) holds its outputs; run B is refused
+while A is alive, naming A's run, host and pid; A is paused (SIGSTOP), its claims go stale
+and B (``--wait``) takes them over and writes its own outputs; A, resumed, can neither write
+a chunk nor mark an output complete, and fails. The outputs end complete and wholly B's: no
+output ever mixes the two runs. Claims are released on success, failure and Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from ddr.demo import DemoSpec, write_demo_data
+from ddr.io import output_status, read_attrs
+from ddr.io.claims import CLAIM_SUFFIX
+from ddr.io.locations import resolve
+
+TESTS = Path(__file__).resolve().parent
+
+PIPELINE = """\
+ddr: 1
+name: claimed
+params: {data: a.zarr, out: out}
+inputs:
+  X: {path: "${params.data}", array: X}
+steps:
+  pca: {op: PCA.fit, inputs: {X: X}, with: {n_components: 3}}
+  scores: {op: PCA.transform, inputs: {model: pca, X: X}}
+outputs:
+  - {kind: metrics, from: [pca.explained_variance_], path: "${params.out}/metrics.json"}
+  - {kind: model, from: pca, path: "${params.out}/pca.model.zarr"}
+  - {kind: zarr, from: scores, path: "${params.out}/scores.zarr"}
+run: {claim_timeout: 4s}
+"""
+
+#: ``ddr`` with every chunk read slowed by DDR_TEST_CHUNK_DELAY (tests/worker_delay.py)
+SLOW_DDR = f"""\
+import sys
+sys.path.insert(0, {str(TESTS)!r})
+import worker_delay  # noqa: F401
+from ddr.cli import main
+sys.argv[0] = "ddr"
+main()
+"""
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("claims-data")
+    write_demo_data(d / "a.zarr", DemoSpec(3000, 8, 3, 2, 500, seed=1))
+    write_demo_data(d / "b.zarr", DemoSpec(3000, 8, 3, 2, 500, seed=2))
+    write_demo_data(d / "holes.zarr", DemoSpec(3000, 8, 3, 2, 500, seed=3, missing=0.05))
+    return d
+
+
+@pytest.fixture(params=["local", "s3"])
+def here(request, data, tmp_path, monkeypatch):
+    """A working folder with the data, the pipeline, and where outputs go (``out``)."""
+    for name in ("a.zarr", "b.zarr", "holes.zarr"):
+        (tmp_path / name).symlink_to(data / name)
+    (tmp_path / "claimed.yaml").write_text(PIPELINE)
+    (tmp_path / "slow_ddr.py").write_text(SLOW_DDR)
+    monkeypatch.chdir(tmp_path)
+    out = "out" if request.param == "local" else request.getfixturevalue("s3").url("out")
+    return tmp_path, out
+
+
+def _ddr(here: Path, args: list[str], name: str, delay: float = 0.0) -> subprocess.Popen:
+    env = {**os.environ, "DDR_TEST_CHUNK_DELAY": str(delay), "COLUMNS": "200"}
+    with open(here / f"{name}.out", "w") as out, open(here / f"{name}.err", "w") as err:
+        return subprocess.Popen(
+            [sys.executable, str(here / "slow_ddr.py"), "run", "claimed.yaml", "--cluster",
+             "sync", "--no-progress", *args],
+            cwd=here, stdout=out, stderr=err, env=env,
+        )  # fmt: skip
+
+
+def _err(here: Path, name: str) -> str:
+    return (here / f"{name}.err").read_text()
+
+
+def _claims_left(out: str) -> list[str]:
+    loc = resolve(out)
+    if loc.is_local:
+        return sorted(p.name for p in Path(loc.path).glob(f"*{CLAIM_SUFFIX}"))
+    return sorted(k for k in loc.fs.find(loc.fs_path) if k.endswith(CLAIM_SUFFIX))
+
+
+def _wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _scores_chunks(out: str) -> int:
+    loc = resolve(out).joinpath("scores.zarr", "scores", "c")
+    try:
+        if loc.is_local:
+            return sum(1 for p in Path(loc.path).rglob("*") if p.is_file())
+        return len(loc.fs.find(loc.fs_path))
+    except FileNotFoundError:
+        return 0
+
+
+def _arrays(out: str) -> dict[str, np.ndarray]:
+    found = {}
+    for name in ("scores.zarr", "pca.model.zarr"):
+        group = zarr.open_group(resolve(out).joinpath(name).store(), mode="r")
+        for key, arr in group.arrays():
+            found[f"{name}/{key}"] = arr[...]
+    metrics = json.loads(resolve(out).joinpath("metrics.json").read_bytes())
+    for key, value in metrics.items():
+        if not key.startswith("ddr:"):
+            found[f"metrics.json/{key}"] = np.asarray(value)
+    return found
+
+
+def test_a_paused_run_taken_over_never_mixes_outputs(here):
+    here, out = here
+    # what run B writes when nobody is in its way
+    ref = _ddr(here, ["--set", "data=b.zarr", "--set", "out=ref"], "ref")
+    assert ref.wait(timeout=300) == 0, _err(here, "ref")
+    # run A: slowed, holds its outputs while it reads and writes
+    a = _ddr(here, ["--set", f"out={out}"], "a", delay=1.0)
+    try:
+        claim = resolve(out).joinpath("scores.zarr" + CLAIM_SUFFIX)
+        _wait_for(claim.exists, 120, "run A to claim its outputs")
+        record = json.loads(claim.read_bytes())
+        assert record["pid"] == a.pid
+        # run B while A is alive: refused, naming A
+        b1 = _ddr(here, ["--set", "data=b.zarr", "--set", f"out={out}", "--force"], "b1")
+        assert b1.wait(timeout=300) == 1, _err(here, "b1")
+        said = _err(here, "b1")
+        assert "ddr: error: run refused: the output " in said, said
+        assert f"is being written by another run: run {record['run']} (host " in said, said
+        assert f"pid {a.pid}, since {record['since']}" in said, said
+        assert a.poll() is None, "run A ended before B tried: the test tested nothing"
+        # A is paused while it streams its scores
+        _wait_for(lambda: _scores_chunks(out) >= 1, 120, "run A to write scores")
+        os.kill(a.pid, signal.SIGSTOP)
+        paused_at = time.monotonic()
+        written_by_a = _scores_chunks(out)
+        # B waits for A's claims to go stale, takes them over and writes its outputs
+        b2 = _ddr(here, ["--set", "data=b.zarr", "--set", f"out={out}", "--force", "--wait"], "b2")
+        assert b2.wait(timeout=300) == 0, _err(here, "b2")
+        said = _err(here, "b2")
+        assert f"taking over {out}/scores.zarr from run {record['run']}" in said.replace(
+            str(here) + "/", ""
+        ), said
+        assert "its last heartbeat is" in said, said
+        assert time.monotonic() - paused_at >= 4.0  # not before A's claims timed out
+        assert written_by_a < 6, "A had written every chunk: no mix was possible"
+    finally:
+        os.kill(a.pid, signal.SIGCONT)
+    # A goes on, and fails without touching B's outputs
+    assert a.wait(timeout=300) == 1, _err(here, "a")
+    said = _err(here, "a")
+    assert "ClaimLost" in said and "this run's writes to it stop" in said, said
+    for name in ("scores.zarr", "pca.model.zarr"):
+        assert output_status(resolve(out).joinpath(name)) == "complete"
+        fingerprint = read_attrs(resolve(out).joinpath(name))["ddr:fingerprint"]
+        assert fingerprint == read_attrs(resolve("ref").joinpath(name))["ddr:fingerprint"]
+    got, want = _arrays(out), _arrays("ref")
+    assert sorted(got) == sorted(want)
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    assert _claims_left(out) == []
+
+
+def test_wait_then_resume_keeps_what_the_other_run_completed(here):
+    """B (``--wait --resume``) waits for A, then plans again: A's outputs, complete and
+    with B's fingerprint, are kept, not rewritten."""
+    here, out = here
+    a = _ddr(here, ["--set", f"out={out}"], "a", delay=0.5)
+    claim = resolve(out).joinpath("scores.zarr" + CLAIM_SUFFIX)
+    _wait_for(claim.exists, 120, "run A to claim its outputs")
+    b = _ddr(here, ["--set", f"out={out}", "--resume", "--wait"], "b")
+    assert a.wait(timeout=300) == 0, _err(here, "a")
+    assert b.wait(timeout=300) == 0, _err(here, "b")
+    said = _err(here, "b")
+    assert "waiting for run " in said, said
+    summary = (here / "b.out").read_text()
+    assert summary.count("(0.00 s; complete, same fingerprint)") == 3, summary
+    assert _claims_left(out) == []
+
+
+def test_claims_are_released_on_failure_and_on_ctrl_c(here):
+    here, out = here
+    # PCA refuses the NaN of this input once it reads it: the run fails after claiming
+    failing = _ddr(here, ["--set", f"out={out}", "--set", "data=holes.zarr"], "fail")
+    assert failing.wait(timeout=300) == 1, _err(here, "fail")
+    assert "run failed" in _err(here, "fail")
+    assert _claims_left(out) == []
+    slow = _ddr(here, ["--set", f"out={out}"], "int", delay=1.0)
+    claim = resolve(out).joinpath("scores.zarr" + CLAIM_SUFFIX)
+    _wait_for(claim.exists, 120, "the run to claim its outputs")
+    slow.send_signal(signal.SIGINT)
+    assert slow.wait(timeout=300) == 130, _err(here, "int")
+    assert _claims_left(out) == []
