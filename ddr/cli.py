@@ -593,6 +593,20 @@ def plan_cmd(
 
 
 # ------------------------------------------------------------------------ inspect
+def _claim_info(p: Any) -> dict[str, Any] | None:
+    """The claim a run holds on the output at ``p`` (:mod:`ddr.io.claims`), if any."""
+    from ddr.io.claims import ClaimRecord, claim_location
+
+    where = claim_location(p)
+    try:
+        record = ClaimRecord.from_bytes(where.read_bytes())
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+    if record is None:
+        return None
+    return {"by": record.describe(), "stale": record.stale()}
+
+
 def inspect_path(path: Any) -> tuple[dict[str, Any], int]:
     """What is at ``path`` (a local path or URL: a ddr output, model, JSON or PNG) and the
     exit code for it."""
@@ -617,6 +631,9 @@ def inspect_path(path: Any) -> tuple[dict[str, Any], int]:
         return info, 0
     status = output_status(p)
     info["status"] = status
+    claim = _claim_info(p)
+    if claim is not None:
+        info["claim"] = claim
     if not p.is_zarr():
         return info, 0
     import zarr
@@ -698,6 +715,10 @@ def inspect_cmd(
         "not-ddr": "not a ddr output",
     }[status]
     typer.echo(f"{info['path']}: {label}")
+    claim = info.get("claim")
+    if claim:
+        stale = f" (stale: {claim['stale']})" if claim["stale"] else ""
+        typer.echo(f"  claimed by {claim['by']}{stale}")
     for name, arr in info.get("arrays", {}).items():
         dims = f" dims {tuple(arr['dims'])}" if arr["dims"] else ""
         typer.echo(

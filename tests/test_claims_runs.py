@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import zarr
 
+from ddr.cli import inspect_path
 from ddr.demo import DemoSpec, write_demo_data
 from ddr.io import output_status, read_attrs
 from ddr.io.claims import CLAIM_SUFFIX
@@ -152,6 +153,10 @@ def test_a_paused_run_taken_over_never_mixes_outputs(here):
         os.kill(a.pid, signal.SIGSTOP)
         paused_at = time.monotonic()
         written_by_a = _scores_chunks(out)
+        # ddr inspect says who is writing it
+        info, code = inspect_path(f"{out}/scores.zarr")
+        assert code == 1 and info["status"] == "incomplete"
+        assert info["claim"]["by"].startswith(f"run {record['run']} (host "), info
         # B waits for A's claims to go stale, takes them over and writes its outputs
         b2 = _ddr(here, ["--set", "data=b.zarr", "--set", f"out={out}", "--force", "--wait"], "b2")
         assert b2.wait(timeout=300) == 0, _err(here, "b2")

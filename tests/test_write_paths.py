@@ -59,6 +59,11 @@ CLI_CASES = [
         "outputs[0]",
     ),
     (
+        ["--summary", "out/scores.zarr.ddr-claim"],
+        "--summary out/scores.zarr.ddr-claim",
+        "is the claim of outputs[0]",
+    ),
+    (
         ["--summary", "r.json", "--performance-report", "r.json"],
         "--performance-report r.json",
         "the run summary (",
@@ -216,3 +221,19 @@ def test_allowed_paths_are_written(here):
     )
     assert result.exit_code == 0, result.output
     assert {"logs/run.json", "logs/run.log", "out/metrics.json"} <= set(_written(here))
+
+
+def test_an_output_whose_claim_would_be_inside_an_input_is_refused(here, data):
+    """The claim beside an output (``<output>.ddr-claim``) is a path the run writes too."""
+    write_demo_data(here / "odd.ddr-claim", DemoSpec(400, 6, 2, 2, 100, seed=3))
+    text = PIPELINE.replace(
+        "  L: {path: runinfo.log, array: X}\n",
+        "  L: {path: runinfo.log, array: X}\n  O: {path: odd.ddr-claim, array: X}\n",
+    ).split("outputs:")[0]
+    (here / "paths.yaml").write_text(text + "outputs:\n  - {kind: zarr, from: scores, path: odd}\n")
+    result = runner.invoke(app, ["run", "paths.yaml", "--cluster", "sync"])
+    assert result.exit_code == 2, result.output
+    assert "the claim of the output 'odd' (odd.ddr-claim) would be inside the input" in (
+        result.output
+    ), result.output
+    assert not (here / "odd").exists()

@@ -73,9 +73,9 @@ class ClaimedStore(WrapperStore):
         try:
             out = await fs._pipe_file(path, value.to_bytes(), IfMatch=self._expected[key])
         except OSError as exc:
-            from ddr.io.claims import _refused
+            from ddr.io.claim_files import refused
 
-            if not _refused(exc):
+            if not refused(exc):
                 raise
             raise ClaimLost(
                 f"{path} was rewritten by another run while this run finished the output; "

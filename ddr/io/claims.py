@@ -1,48 +1,51 @@
 """Runs own their outputs: one claim per output, taken atomically, kept alive by a heartbeat,
 checked before every write, released when the run ends.
 
-A claim is a small JSON record beside its output, ``<output>.ddr-claim``: the run's id, the
-host and process that hold it, since when, a heartbeat (the holder's clock, renewed every
-quarter of the claim's ``timeout``) and a token, unique to the claim. The token is also
-written into the output's metadata (``ddr:claim``), so that an output rewritten by another
-run is told apart from one's own.
+A claim is a small JSON record beside its output, ``<output>.ddr-claim``
+(:mod:`ddr.io.claim_files` keeps it): the run's id, the host and process that hold it, since
+when, a heartbeat (the holder's clock, renewed every quarter of the claim's ``timeout``) and
+a token, unique to the claim. The token is also written into the output's metadata
+(:data:`CLAIM_ATTR`), so that an output rewritten by another run is told apart from one's own.
 
-- Taking a claim is an exclusive create: ``O_CREAT | O_EXCL`` on a local file system, a
-  conditional PUT (``If-None-Match: *``) on S3. Of two runs, one gets it.
+- Taking a claim is an exclusive create (``O_EXCL`` locally, ``If-None-Match: *`` on S3): of
+  two runs, one gets it.
 - A claim another run holds is refused, naming that run, or waited for (``wait``).
 - A stale claim (its process is gone on this host, or its heartbeat is older than its
-  timeout) is taken over by replacing it only if it is still the record judged stale: under
-  an exclusive ``flock`` locally, a conditional PUT (``If-Match: <ETag>``) on S3. Of two
-  takers, one gets it; the takeover is logged.
-- Every write into the output checks that the claim is still the writer's
-  (:class:`ClaimRef.fence`): locally under a shared ``flock`` of the claim file held for the
-  whole write, so a takeover (which needs the exclusive lock) waits for writes in flight and
-  every later write sees the new holder; on object stores by reading the claim at most
-  ``ttl`` seconds before the write, and a takeover there waits :attr:`Claim.grace` seconds
-  before it writes anything, so writes of the old holder in flight have ended.
-- Releasing deletes the record if it is still one's own (under the lock, or a conditional
-  DELETE).
-
-Other schemes (``gs://``, ``az://``, ``memory://``) create claims with their filesystem's
-exclusive-create mode (``pipe_file(mode="create")``); their takeovers and releases read,
-compare and write, which is not atomic.
+  timeout) is taken over by replacing it only if it is still the record judged stale (under
+  an exclusive lock locally, ``If-Match`` on S3): of two takers, one gets it. The takeover is
+  logged.
+- Every write into the output is made inside the claim's fence (:meth:`ClaimRef.fence`,
+  :class:`ddr.io.claimed_store.ClaimedStore`): once another run took the output over, the
+  writes of this one stop with :class:`ClaimLost`. Locally the fence is a shared lock that a
+  takeover waits for; on object stores a write checks the claim at most :attr:`Claim.ttl`
+  seconds before it is made, and a takeover waits :attr:`Claim.grace` seconds before writing
+  anything, so that writes of the old holder in flight have ended.
+- Releasing deletes the record if it is still one's own.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
-import json
 import logging
 import os
-import socket
 import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
+from ddr.io.claim_files import (
+    CLAIM_SUFFIX,
+    HOST,
+    ClaimLost,
+    ClaimRecord,
+    claim_file,
+    claim_location,
+    lost_message,
+    now_iso,
+    process_started,
+)
 from ddr.io.locations import Location, redact
 
 __all__ = [
@@ -59,348 +62,12 @@ __all__ = [
 
 logger = logging.getLogger("ddr.io.claims")
 
-CLAIM_SUFFIX = ".ddr-claim"
 #: the output attribute that holds the token of the claim it was written under
 CLAIM_ATTR = "ddr:claim"
-_HOST = socket.gethostname()
 
 
 class ClaimError(RuntimeError):
     """Another run holds the output (this run refused, or waited for it too long)."""
-
-
-class ClaimLost(RuntimeError):
-    """This run's claim on an output was taken over (or is gone): its writes stop."""
-
-
-def claim_location(output: Location) -> Location:
-    """Where the claim of ``output`` is kept: ``<output>.ddr-claim``, beside it."""
-    return Location(output.protocol, output.path + CLAIM_SUFFIX, output.storage_options)
-
-
-def _now_iso() -> str:
-    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _process_started(pid: int) -> float | None:
-    import psutil
-
-    try:
-        return float(psutil.Process(pid).create_time())
-    except psutil.Error:
-        return None
-
-
-# ------------------------------------------------------------------------ record
-@dataclass(frozen=True)
-class ClaimRecord:
-    """What a claim says: who holds the output, since when, and its last heartbeat."""
-
-    output: str
-    run: str
-    token: str
-    host: str
-    pid: int
-    pid_started: float
-    since: str
-    heartbeat: float
-    timeout: float
-    command: str = ""
-
-    def to_bytes(self) -> bytes:
-        return (json.dumps({"ddr-claim": 1, **asdict(self)}, indent=1) + "\n").encode()
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> ClaimRecord | None:
-        """The record, or None for an empty or unreadable one (a claim being created)."""
-        try:
-            raw = json.loads(data.decode("utf-8"))
-            raw.pop("ddr-claim")
-            return cls(**raw)
-        except (ValueError, TypeError, KeyError, AttributeError):
-            return None
-
-    def describe(self, now: float | None = None) -> str:
-        age = (now or time.time()) - self.heartbeat
-        return (
-            f"run {self.run} (host {self.host}, pid {self.pid}, since {self.since}, last "
-            f"heartbeat {age:.0f} s ago)"
-        )
-
-    def stale(self, now: float | None = None) -> str | None:
-        """Why the claim may be taken over, or None while its run holds it."""
-        if self.host == _HOST:
-            started = _process_started(self.pid)
-            if started is None or abs(started - self.pid_started) > 1.0:
-                return f"its process {self.pid} on this host is gone"
-        age = (now or time.time()) - self.heartbeat
-        if age > self.timeout:
-            return (
-                f"its last heartbeat is {age:.0f} s old (the claim times out after "
-                f"{self.timeout:g} s)"
-            )
-        return None
-
-
-# ------------------------------------------------------------------ claim files
-class _ClaimFile:
-    """The record's storage: exclusive create, read with a version, replace and delete only
-    at that version, and a fence that holds while a write checks and makes its change.
-
-    The version is the record's token (local files, compared under the lock) or the
-    object's ETag (S3)."""
-
-    #: takeovers must wait before writing (writes of the old holder are not fenced by a lock)
-    needs_grace = True
-
-    def __init__(self, loc: Location) -> None:
-        self.loc = loc
-
-    def create(self, data: bytes) -> str | None:
-        raise NotImplementedError  # pragma: no cover
-
-    def read(self) -> tuple[ClaimRecord | None, str | None]:
-        raise NotImplementedError  # pragma: no cover
-
-    def replace(self, data: bytes, version: str) -> str | None:
-        raise NotImplementedError  # pragma: no cover
-
-    def delete(self, version: str) -> bool:
-        raise NotImplementedError  # pragma: no cover
-
-    @contextlib.contextmanager
-    def fence(self, token: str, ttl: float) -> Iterator[None]:
-        """Hold while writing: raise :class:`ClaimLost` unless the claim is ``token``'s."""
-        key = (self.loc.url, token)
-        now = time.monotonic()
-        if now - _CHECKED.get(key, -1e9) > ttl:
-            record, _ = self.read()
-            if record is None or record.token != token:
-                raise ClaimLost(_lost_message(self.loc, record))
-            _CHECKED[key] = now
-        yield
-
-
-# the last time each (claim, token) was found current in this process (object stores)
-_CHECKED: dict[tuple[str, str], float] = {}
-
-
-def _lost_message(loc: Location, record: ClaimRecord | None) -> str:
-    output = loc.shown.removesuffix(CLAIM_SUFFIX)
-    if record is None:
-        return (
-            f"this run's claim on {output} is gone (taken over by another run while this "
-            "run's heartbeat had stopped, and released); this run's writes to it stop"
-        )
-    return (
-        f"{output} was taken over by {record.describe()} (this run's claim had gone stale); "
-        "this run's writes to it stop"
-    )
-
-
-class _LocalFile(_ClaimFile):
-    """A local (or NFS) file: ``O_EXCL`` create; ``flock`` for everything else."""
-
-    needs_grace = False
-
-    def __init__(self, loc: Location) -> None:
-        super().__init__(loc)
-        self.path = loc.path
-
-    def create(self, data: bytes) -> str | None:
-        import fcntl
-
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        try:
-            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
-        except FileExistsError:
-            return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        return _token_of(data)
-
-    @contextlib.contextmanager
-    def _locked(self, mode: int) -> Iterator[int | None]:
-        """The claim file open and locked (``None`` if there is none): the lock is on the
-        file that is at the path now (one deleted meanwhile is opened again)."""
-        import fcntl
-
-        while True:
-            try:
-                fd = os.open(self.path, os.O_RDWR)
-            except FileNotFoundError:
-                yield None
-                return
-            try:
-                fcntl.flock(fd, mode)
-                try:
-                    current = os.stat(self.path).st_ino == os.fstat(fd).st_ino
-                except FileNotFoundError:
-                    current = False
-                if current:
-                    yield fd
-                    return
-            finally:
-                os.close(fd)
-
-    @staticmethod
-    def _read_fd(fd: int) -> ClaimRecord | None:
-        os.lseek(fd, 0, os.SEEK_SET)
-        chunks = []
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-        return ClaimRecord.from_bytes(b"".join(chunks))
-
-    def read(self) -> tuple[ClaimRecord | None, str | None]:
-        import fcntl
-
-        with self._locked(fcntl.LOCK_SH) as fd:
-            if fd is None:
-                return None, None
-            record = self._read_fd(fd)
-            return record, (record.token if record else "")
-
-    def replace(self, data: bytes, version: str) -> str | None:
-        import fcntl
-
-        with self._locked(fcntl.LOCK_EX) as fd:
-            if fd is None:
-                return None
-            record = self._read_fd(fd)
-            if (record.token if record else "") != version:
-                return None
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, data, 0)
-            os.fsync(fd)
-            return _token_of(data)
-
-    def delete(self, version: str) -> bool:
-        import fcntl
-
-        with self._locked(fcntl.LOCK_EX) as fd:
-            if fd is None:
-                return False
-            record = self._read_fd(fd)
-            if record is None or record.token != version:
-                return False
-            os.unlink(self.path)
-            return True
-
-    @contextlib.contextmanager
-    def fence(self, token: str, ttl: float) -> Iterator[None]:
-        import fcntl
-
-        with self._locked(fcntl.LOCK_SH) as fd:
-            record = self._read_fd(fd) if fd is not None else None
-            if record is None or record.token != token:
-                raise ClaimLost(_lost_message(self.loc, record))
-            yield
-
-
-def _token_of(data: bytes) -> str:
-    record = ClaimRecord.from_bytes(data)
-    return record.token if record else ""
-
-
-def _refused(exc: BaseException) -> bool:
-    """Whether an object store refused a conditional request (412, or 409 for a
-    concurrent conditional write)."""
-    text = str(exc).lower().replace("-", "")
-    return "precondition" in text or "conditionalrequestconflict" in text
-
-
-class _S3File(_ClaimFile):
-    """An S3 object: conditional PUT and DELETE (``If-None-Match: *``, ``If-Match``)."""
-
-    def create(self, data: bytes) -> str | None:
-        try:
-            with self.loc.errors("write"):
-                out = self.loc.fs.pipe_file(self.loc.fs_path, data, mode="create")
-        except FileExistsError:
-            return None
-        return str(out["ETag"]) if isinstance(out, dict) and "ETag" in out else self.read()[1]
-
-    def read(self) -> tuple[ClaimRecord | None, str | None]:
-        for _ in range(5):  # the object changed between the HEAD and the GET: read again
-            try:
-                with self.loc.errors("read"), self.loc.fs.open(self.loc.fs_path, "rb") as f:
-                    etag = str(f.details.get("ETag", ""))
-                    data = f.read()
-            except FileNotFoundError:
-                return None, None
-            except OSError as exc:
-                # s3fs reads the object at the ETag its HEAD saw: FileExpired if it changed
-                if _refused(exc) or type(exc).__name__ == "FileExpired":
-                    continue
-                raise
-            return ClaimRecord.from_bytes(data), etag
-        raise OSError(f"{self.loc.url} keeps changing while it is read")
-
-    def replace(self, data: bytes, version: str) -> str | None:
-        try:
-            with self.loc.errors("write"):
-                out = self.loc.fs.pipe_file(self.loc.fs_path, data, IfMatch=version)
-        except (OSError, FileNotFoundError) as exc:
-            if _refused(exc) or isinstance(exc, FileNotFoundError):
-                return None
-            raise
-        return str(out["ETag"]) if isinstance(out, dict) and "ETag" in out else self.read()[1]
-
-    def delete(self, version: str) -> bool:
-        bucket, _, key = self.loc.path.partition("/")
-        try:
-            with self.loc.errors("write"):
-                self.loc.fs.call_s3("delete_object", Bucket=bucket, Key=key, IfMatch=version)
-        except (OSError, FileNotFoundError) as exc:
-            if _refused(exc) or isinstance(exc, FileNotFoundError):
-                return False
-            raise
-        return True
-
-
-class _FsspecFile(_ClaimFile):
-    """Any other fsspec filesystem: exclusive create where it has one; takeovers and
-    releases read, compare and write (not atomic)."""
-
-    def create(self, data: bytes) -> str | None:
-        try:
-            with self.loc.errors("write"):
-                self.loc.fs.pipe_file(self.loc.fs_path, data, mode="create")
-        except FileExistsError:
-            return None
-        return _token_of(data)
-
-    def read(self) -> tuple[ClaimRecord | None, str | None]:
-        try:
-            data = self.loc.read_bytes()
-        except FileNotFoundError:
-            return None, None
-        record = ClaimRecord.from_bytes(data)
-        return record, (record.token if record else "")
-
-    def replace(self, data: bytes, version: str) -> str | None:
-        if self.read()[1] != version:
-            return None
-        self.loc.write_bytes(data)
-        return _token_of(data)
-
-    def delete(self, version: str) -> bool:
-        if self.read()[1] != version:
-            return False
-        self.loc.remove()
-        return True
-
-
-def _claim_file(loc: Location) -> _ClaimFile:
-    if loc.is_local:
-        return _LocalFile(loc)
-    if loc.protocol == "s3":
-        return _S3File(loc)
-    return _FsspecFile(loc)
 
 
 # ------------------------------------------------------------------------- refs
@@ -428,7 +95,7 @@ class ClaimRef:
     def fence(self) -> Iterator[None]:
         """Hold while writing into the output: raise :class:`ClaimLost` unless the claim
         is still this one."""
-        with _claim_file(self.location).fence(self.token, self.ttl):
+        with claim_file(self.location).fence(self.token, self.ttl):
             yield
 
 
@@ -458,7 +125,7 @@ class Claim:
         self.record: ClaimRecord | None = None
         self.version: str | None = None
         self.took_over: str | None = None  # the run whose stale claim this one replaced
-        self._file = _claim_file(self.location)
+        self._file = claim_file(self.location)
 
     @property
     def ttl(self) -> float:
@@ -476,14 +143,14 @@ class Claim:
 
     def _new_record(self) -> ClaimRecord:
         pid = os.getpid()
-        since = self.record.since if self.record is not None else _now_iso()
+        since = self.record.since if self.record is not None else now_iso()
         return ClaimRecord(
             self.output.url,
             self.run,
             self.token,
-            _HOST,
+            HOST,
             pid,
-            _process_started(pid) or 0.0,
+            process_started(pid) or 0.0,
             since,
             time.time(),
             self.timeout,
@@ -531,7 +198,7 @@ class Claim:
         version = self._file.replace(mine.to_bytes(), self.version)
         if version is None:
             other, _ = self._file.read()
-            logger.warning("%s", _lost_message(self.location, other))
+            logger.warning("%s", lost_message(self.location, other))
             self.version = None
             return False
         self.record, self.version = mine, version

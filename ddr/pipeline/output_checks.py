@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ddr.io.claims import claim_location
 from ddr.io.locations import Location, LocationError, resolve
 from ddr.pipeline.plan import (
     FINGERPRINT_ATTR,
@@ -357,6 +358,15 @@ class OutputChecks:
                     f"{inp.shown!r}; outputs never overwrite inputs",
                 )
                 continue
+            claim = claim_location(out.location)
+            inp = next((i for i in inputs if claim.overlaps(i)), None)
+            if inp is not None:
+                self.problem(
+                    where,
+                    f"the claim of the output {out.spec.path!r} ({claim.shown}) would be "
+                    f"inside the input {inp.shown!r}; outputs never overwrite inputs",
+                )
+                continue
             for other, j in seen.items():
                 if out.location.overlaps(other):
                     self.problem(
@@ -394,8 +404,13 @@ class OutputChecks:
         return files
 
     def _written_outputs(self) -> list[tuple[str, Location]]:
-        """Every path the outputs write, described for messages."""
-        return [(f"outputs[{o.index}]", o.location) for o in self.outputs]
+        """Every path the outputs write (each output and its claim), described for
+        messages."""
+        out = []
+        for o in self.outputs:
+            out.append((f"outputs[{o.index}]", o.location))
+            out.append((f"the claim of outputs[{o.index}]", claim_location(o.location)))
+        return out
 
     def _all_inputs(self) -> list[tuple[str, Location]]:
         """Every input as (name, location), those that could not be opened included."""

@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ddr.config.errors import RunError, describe_error
-from ddr.io.claims import OutputClaims
+from ddr.io.claims import OutputClaims, claim_location
 from ddr.io.locations import Location, redact, resolve
 from ddr.pipeline._counting import count_key
 from ddr.pipeline.fitplans import call, fit_plan
@@ -612,6 +612,7 @@ def _run_files(plan: Plan, summary: Any, performance_report: Any) -> list[RunFil
     known = {loc for _, loc in inputs}
     inputs += [("opened in this process", loc) for loc in opened_inputs() if loc not in known]
     outputs = [(f"outputs[{o.index}]", o.location) for o in plan.outputs]
+    outputs += [(f"the claim of {w}", claim_location(loc)) for w, loc in list(outputs)]
     refused = refusals(files, inputs, outputs)
     if refused:
         raise ValueError("; ".join(f"{rf.origin}{rf.value!r}: {why}" for rf, why in refused))
