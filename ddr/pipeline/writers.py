@@ -98,9 +98,9 @@ def raw_writes(store: Any, ds: Any) -> list[tuple[Any, Any]] | None:
             # every chunk is written, also one equal to the fill value, or the output could
             # never be complete; zarr 3.1's open_array ignores `config` for an existing array
             # (3.4 takes it), with_config works in both
-            target = zarr.open_array(
-                store=store, path=str(name), mode="r+"
-            ).with_config({"write_empty_chunks": True})
+            target = zarr.open_array(store=store, path=str(name), mode="r+").with_config(
+                {"write_empty_chunks": True}
+            )
         except Exception:
             return None
         if data.dtype.kind in "UOT":
