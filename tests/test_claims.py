@@ -274,3 +274,30 @@ def test_completion_is_conditional_on_the_version_checked(s3):
         group.attrs["y"] = 2
     assert "y" not in zarr.open_group(resolve(out).store(), mode="r").attrs
     a.release()
+
+
+@pytest.mark.parametrize(
+    ("run_block", "message"),
+    [
+        ("{wait: soon}", "run.wait: expected true, false or a time such as 30m; got 'soon'"),
+        ("{wait: -5}", "run.wait: expected true, false or a time such as 30m; got -5"),
+        ("{claim_timeout: -1}", "run.claim_timeout: expected seconds or a time such as 10m"),
+        ("{claim_timeout: forever}", "run.claim_timeout: expected seconds or a time"),
+    ],
+)
+def test_bad_claim_options_are_refused_at_their_place(tmp_path, run_block, message):
+    from ddr.config.errors import PipelineError
+    from ddr.demo import DemoSpec, write_demo_data
+    from ddr.pipeline import plan_pipeline
+
+    write_demo_data(tmp_path / "d.zarr", DemoSpec(100, 4, 2, 2, 50))
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        f"ddr: 1\nname: x\ninputs:\n  X: {{path: {tmp_path}/d.zarr, array: X}}\nsteps:\n"
+        "  pca: {op: PCA.fit, inputs: {X: X}, with: {n_components: 2}}\noutputs:\n"
+        "  - {kind: metrics, from: [pca.explained_variance_], path: out/m.json}\n"
+        f"run: {run_block}\n"
+    )
+    with pytest.raises(PipelineError) as err:
+        plan_pipeline(path)
+    assert f"{path}:9:" in str(err.value) and message in str(err.value), str(err.value)

@@ -13,13 +13,13 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, create_model
 
 from ddr.cluster.kinds import BACKENDS, backend_class
 from ddr.cluster.worker_env import worker_environment
 from ddr.config.document import Document, load_document
 from ddr.config.errors import Location, PipelineError, Problem
-from ddr.config.validation import validate
+from ddr.config.validation import Duration, seconds, validate
 
 __all__ = ["BUILTIN", "ClusterConfig", "json_schema", "load_cluster_config", "validate_cluster"]
 
@@ -57,7 +57,7 @@ class _ClusterBase(_Strict):
         description="Wait until this many workers joined before running (batch, Kubernetes "
         "and existing schedulers: at least 1).",
     )
-    wait_timeout: str | float = Field(
+    wait_timeout: Duration = Field(
         "10m",
         description="Give up (exit 1, nothing written) when the workers have not joined by "
         "then: seconds or a dask time such as 30s, 10m, 2h.",
@@ -67,19 +67,6 @@ class _ClusterBase(_Strict):
         description="dask.config keys (dotted) set in the client and exported to every worker.",
     )
 
-    @field_validator("wait_timeout")
-    @classmethod
-    def _timeout(cls, value: str | float) -> str | float:
-        from dask.utils import parse_timedelta
-
-        try:
-            seconds = parse_timedelta(value, default="s")
-        except (ValueError, KeyError, TypeError):
-            raise ValueError(f"expected seconds or a time such as 10m; got {value!r}") from None
-        if seconds is None or seconds <= 0:
-            raise ValueError(f"must be a positive time; got {value!r}")
-        return value
-
     @property
     def backend_kwargs(self) -> dict[str, Any]:
         """The keyword block of this config's kind (empty for threads/sync)."""
@@ -87,9 +74,7 @@ class _ClusterBase(_Strict):
 
     @property
     def wait_seconds(self) -> float:
-        from dask.utils import parse_timedelta
-
-        return float(parse_timedelta(self.wait_timeout, default="s"))
+        return seconds(self.wait_timeout)
 
 
 ClusterConfig = create_model(  # one optional keyword block per backend that takes one

@@ -12,12 +12,37 @@ import types
 import typing
 from typing import Annotated, Any, Union
 
-from pydantic import BaseModel, ValidationError
+from pydantic import AfterValidator, BaseModel, ValidationError
 
 from ddr.config.document import Document
 
 #: The version of the pipeline and cluster file schemas this ddr reads.
 SCHEMA_VERSION = 1
+
+
+def check_duration(value: str | float) -> str | float:
+    from dask.utils import parse_timedelta
+
+    if isinstance(value, bool):
+        raise ValueError(f"expected seconds or a time such as 10m; got {value!r}")
+    try:
+        n = parse_timedelta(value, default="s")
+    except (ValueError, KeyError, TypeError):
+        raise ValueError(f"expected seconds or a time such as 10m; got {value!r}") from None
+    if n is None or n <= 0:
+        raise ValueError(f"must be a positive time; got {value!r}")
+    return value
+
+
+#: A positive time in a file: seconds, or a dask time such as ``30s``, ``10m``, ``2h``.
+Duration = Annotated[str | float, AfterValidator(check_duration)]
+
+
+def seconds(value: str | float) -> float:
+    """A :data:`Duration` in seconds."""
+    from dask.utils import parse_timedelta
+
+    return float(parse_timedelta(value, default="s"))
 
 
 def _unwrap(tp: Any) -> Any:

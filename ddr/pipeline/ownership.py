@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import sys
 
+from ddr.config.validation import seconds
 from ddr.io.claims import OutputClaims
 from ddr.pipeline.plan import Plan
-from ddr.pipeline.schema import seconds
 
 __all__ = ["claim_outputs"]
 

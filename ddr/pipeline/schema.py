@@ -34,7 +34,7 @@ from pydantic import (
 )
 
 from ddr.config.document import Document
-from ddr.config.validation import SCHEMA_VERSION
+from ddr.config.validation import SCHEMA_VERSION, Duration, check_duration
 from ddr.config.validation import validate as _validate
 
 __all__ = [
@@ -92,28 +92,15 @@ def split_ref(ref: str) -> tuple[str, str | None]:
     return head, tail or None
 
 
-def _check_duration(value: str | float) -> str | float:
-    from dask.utils import parse_timedelta
-
+def _check_wait(value: bool | str | float) -> bool | str | float:
     if isinstance(value, bool):
-        raise ValueError(f"expected seconds or a time such as 10m; got {value!r}")
+        return value
     try:
-        seconds = parse_timedelta(value, default="s")
-    except (ValueError, KeyError, TypeError):
-        raise ValueError(f"expected seconds or a time such as 10m; got {value!r}") from None
-    if seconds is None or seconds <= 0:
-        raise ValueError(f"must be a positive time; got {value!r}")
-    return value
+        return check_duration(value)
+    except ValueError:
+        raise ValueError(f"expected true, false or a time such as 30m; got {value!r}") from None
 
 
-def seconds(value: str | float) -> float:
-    """A validated duration (``30``, ``"30s"``, ``"10m"``) in seconds."""
-    from dask.utils import parse_timedelta
-
-    return float(parse_timedelta(value, default="s"))
-
-
-Duration = Annotated[str | float, AfterValidator(_check_duration)]
 Name = Annotated[str, AfterValidator(_check_name)]
 Ref = Annotated[
     str,
@@ -286,7 +273,7 @@ class RunOptions(_Strict):
     )
     progress: bool = Field(True, description="Show a progress bar.")
     storage_options: StorageOptions = None
-    wait: bool | Duration = Field(
+    wait: Annotated[bool | str | float, AfterValidator(_check_wait)] = Field(
         False,
         description="An output another run is writing: false refuses, naming that run; true "
         "waits until that run ends (or its claim goes stale); a time such as 30m waits at "
