@@ -97,9 +97,14 @@ def _claims_left(out: str) -> list[str]:
     return sorted(k for k in loc.fs.find(loc.fs_path) if k.endswith(CLAIM_SUFFIX))
 
 
-def _wait_for(condition, timeout: float, what: str) -> None:
+def _wait_for(condition, timeout: float, what: str, proc: subprocess.Popen, here: Path) -> None:
+    """Wait until ``condition()`` holds while ``proc`` (a run whose stderr is ``here/a.err``
+    or similar) still runs."""
     deadline = time.monotonic() + timeout
     while not condition():
+        if proc.poll() is not None:
+            errors = "\n".join(f"{p.name}: {p.read_text()}" for p in here.glob("*.err"))
+            raise AssertionError(f"the run ended (exit {proc.returncode}) before {what}:\n{errors}")
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)
@@ -137,7 +142,7 @@ def test_a_paused_run_taken_over_never_mixes_outputs(here):
     a = _ddr(here, ["--set", f"out={out}"], "a", delay=1.0)
     try:
         claim = resolve(out).joinpath("scores.zarr" + CLAIM_SUFFIX)
-        _wait_for(claim.exists, 120, "run A to claim its outputs")
+        _wait_for(claim.exists, 120, "run A to claim its outputs", a, here)
         record = json.loads(claim.read_bytes())
         assert record["pid"] == a.pid
         # run B while A is alive: refused, naming A
@@ -149,7 +154,7 @@ def test_a_paused_run_taken_over_never_mixes_outputs(here):
         assert f"pid {a.pid}, since {record['since']}" in said, said
         assert a.poll() is None, "run A ended before B tried: the test tested nothing"
         # A is paused while it streams its scores
-        _wait_for(lambda: _scores_chunks(out) >= 1, 120, "run A to write scores")
+        _wait_for(lambda: _scores_chunks(out) >= 1, 120, "run A to write scores", a, here)
         os.kill(a.pid, signal.SIGSTOP)
         paused_at = time.monotonic()
         written_by_a = _scores_chunks(out)
@@ -190,7 +195,7 @@ def test_wait_then_resume_keeps_what_the_other_run_completed(here):
     here, out = here
     a = _ddr(here, ["--set", f"out={out}"], "a", delay=0.5)
     claim = resolve(out).joinpath("scores.zarr" + CLAIM_SUFFIX)
-    _wait_for(claim.exists, 120, "run A to claim its outputs")
+    _wait_for(claim.exists, 120, "run A to claim its outputs", a, here)
     b = _ddr(here, ["--set", f"out={out}", "--resume", "--wait"], "b")
     assert a.wait(timeout=300) == 0, _err(here, "a")
     assert b.wait(timeout=300) == 0, _err(here, "b")
@@ -210,7 +215,7 @@ def test_claims_are_released_on_failure_and_on_ctrl_c(here):
     assert _claims_left(out) == []
     slow = _ddr(here, ["--set", f"out={out}"], "int", delay=1.0)
     claim = resolve(out).joinpath("scores.zarr" + CLAIM_SUFFIX)
-    _wait_for(claim.exists, 120, "the run to claim its outputs")
+    _wait_for(claim.exists, 120, "the run to claim its outputs", slow, here)
     slow.send_signal(signal.SIGINT)
     assert slow.wait(timeout=300) == 130, _err(here, "int")
     assert _claims_left(out) == []
