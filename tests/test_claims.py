@@ -77,8 +77,12 @@ def _dead_pid() -> tuple[int, float]:
 
 
 def _put(output: str, record: ClaimRecord) -> None:
-    """Write a claim record as another run would have left it."""
-    claim_location(resolve(output)).write_bytes(record.to_bytes())
+    """Write a claim record as another run would have left it (a local claim file last
+    touched at its heartbeat: its modification time is the heartbeat the holder renews)."""
+    where = claim_location(resolve(output))
+    where.write_bytes(record.to_bytes())
+    if where.is_local:
+        os.utime(where.path, (record.heartbeat, record.heartbeat))
 
 
 def _exists(output: str) -> bool:
@@ -166,6 +170,25 @@ def test_a_live_claim_elsewhere_is_not_taken_over(where):
     _put(f"{where}/a.zarr", _record(f"{where}/a.zarr", host="elsewhere", pid=1))
     other = Claim(resolve(f"{where}/a.zarr"), "newrun000001", 60.0).try_acquire()
     assert other is not None and other.run == "otherrun0001"
+
+
+def test_a_long_write_does_not_stop_the_heartbeat(where):
+    """The run holds its claim through a write longer than the claim's timeout (locally:
+    the shared lock of the claim): its heartbeat goes on, so no other run takes it over."""
+    out = resolve(f"{where}/a.zarr")
+    with OutputClaims([out], timeout=2.0) as mine:
+        claim = mine.get(out)
+        found = []
+        with claim.writing():
+            time.sleep(3.0)
+            look = threading.Thread(
+                target=lambda: found.append(Claim(out, "other000001", 2.0).try_acquire())
+            )
+            look.start()
+            look.join(timeout=10)  # a takeover would wait for this write: it must not try
+            assert found, "the other run tried to take the claim over"
+        other = found[0]
+        assert other is not None and other.run == mine.run and other.stale() is None
 
 
 def _take(output: str, barrier, results) -> None:  # in a separate process

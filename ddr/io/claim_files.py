@@ -22,11 +22,12 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
+import logging
 import os
 import socket
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from ddr.io.locations import Location
 
@@ -45,6 +46,8 @@ __all__ = [
 
 CLAIM_SUFFIX = ".ddr-claim"
 HOST = socket.gethostname()
+
+logger = logging.getLogger("ddr.io.claims")
 
 
 class ClaimLost(RuntimeError):
@@ -146,6 +149,10 @@ class _ClaimFile:
     def delete(self, version: str) -> bool:
         raise NotImplementedError  # pragma: no cover
 
+    def touch(self, data: bytes, version: str) -> str | None:
+        """Renew the heartbeat (``data``: the record with the new one) at ``version``."""
+        return self.replace(data, version)
+
     @contextlib.contextmanager
     def fence(self, token: str, ttl: float) -> Iterator[None]:
         """Hold while writing: raise :class:`ClaimLost` unless the claim is ``token``'s."""
@@ -205,7 +212,6 @@ class _LocalFile(_ClaimFile):
     def _locked(self, mode: int) -> Iterator[int | None]:
         """The claim file open and locked (``None`` if there is none): the lock is on the
         file that is at the path now (one deleted meanwhile is opened again)."""
-        import fcntl
 
         while True:
             try:
@@ -214,7 +220,7 @@ class _LocalFile(_ClaimFile):
                 yield None
                 return
             try:
-                fcntl.flock(fd, mode)
+                _flock(fd, mode, self.loc)
                 try:
                     current = os.stat(self.path).st_ino == os.fstat(fd).st_ino
                 except FileNotFoundError:
@@ -227,11 +233,29 @@ class _LocalFile(_ClaimFile):
 
     @staticmethod
     def _read_fd(fd: int) -> ClaimRecord | None:
+        """The record, its heartbeat the later of the one written and the file's
+        modification time (what :meth:`touch` renews)."""
         os.lseek(fd, 0, os.SEEK_SET)
         chunks = []
         while chunk := os.read(fd, 65536):
             chunks.append(chunk)
-        return ClaimRecord.from_bytes(b"".join(chunks))
+        record = ClaimRecord.from_bytes(b"".join(chunks))
+        if record is None:
+            return None
+        touched = os.fstat(fd).st_mtime
+        return replace(record, heartbeat=max(record.heartbeat, touched))
+
+    def touch(self, data: bytes, version: str) -> str | None:
+        # the modification time is the heartbeat: renewed under the shared lock, so that a
+        # heartbeat never waits for this run's own writes in flight (which hold it too)
+        import fcntl
+
+        with self._locked(fcntl.LOCK_SH) as fd:
+            record = self._read_fd(fd) if fd is not None else None
+            if record is None or record.token != version:
+                return None
+            os.utime(fd)
+            return version
 
     def read(self) -> tuple[ClaimRecord | None, str | None]:
         import fcntl
@@ -277,6 +301,32 @@ class _LocalFile(_ClaimFile):
             if record is None or record.token != token:
                 raise ClaimLost(lost_message(self.loc, record))
             yield
+
+
+def _flock(fd: int, mode: int, loc: Location) -> None:
+    """``flock(fd, mode)``; an exclusive lock that keeps waiting (for a write of a paused
+    or slow process, which holds the shared lock) is said every 10 s."""
+    import fcntl
+
+    if mode != fcntl.LOCK_EX:
+        fcntl.flock(fd, mode)
+        return
+    start = report = time.monotonic()
+    while True:
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            now = time.monotonic()
+            if now - report >= 10.0:
+                report = now
+                logger.info(
+                    "waiting %.0f s for the writes in flight under %s to end (a process "
+                    "writing the output holds its lock)",
+                    now - start,
+                    loc.shown,
+                )
+            time.sleep(0.02)
 
 
 def _token_of(data: bytes) -> str:

@@ -195,7 +195,7 @@ class Claim:
         if self.version is None:
             return False
         mine = self._new_record()
-        version = self._file.replace(mine.to_bytes(), self.version)
+        version = self._file.touch(mine.to_bytes(), self.version)
         if version is None:
             other, _ = self._file.read()
             logger.warning("%s", lost_message(self.location, other))
