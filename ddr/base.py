@@ -142,6 +142,9 @@ class DDRMixin:
     _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {}
     #: what the columns of ``transform`` are called in plots: ``"PC"`` gives PC1, PC2, ...
     _component_prefix: ClassVar[str | None] = None
+    #: the fitted attribute holding the log-likelihood per EM iteration (the ``loglik`` plot
+    #: of a pipeline draws it), for estimators fitted by :func:`ddr.em.fit_em`
+    _loglik_attribute: ClassVar[str | None] = None
 
     # ------------------------------------------------------------- parameters
     def _validate_params(self) -> None:

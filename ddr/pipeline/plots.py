@@ -10,7 +10,8 @@ a reader needs printed on it (correlations, bandwidths, accuracy and which rows 
   by class, with their correlation;
 - ``kde``: the density curve over a histogram of the training data, with the bandwidth;
 - ``confusion``: true x predicted counts, saying whether the rows were used to fit;
-- ``loglik``: PPCA's EM log-likelihood per iteration and its relative gain against ``tol``.
+- ``loglik``: an EM fit's (PPCA, FactorAnalysis) log-likelihood per iteration and its
+  relative gain against ``tol``.
 
 matplotlib is imported here only, with the non-interactive Agg backend.
 """
@@ -185,11 +186,12 @@ def draw_loglik(model: Any, title: str | None = None) -> Any:
     per iteration (log scale) against the stopping tolerance ``tol``."""
     from matplotlib.ticker import MaxNLocator
 
-    curve = getattr(model, "loglik_curve_", None)
+    name = getattr(model, "_loglik_attribute", None)
+    curve = None if name is None else getattr(model, name, None)
     if curve is None:
         raise ValueError(
-            f"a loglik plot needs a model with a log-likelihood curve (loglik_curve_); "
-            f"{type(model).__name__} has none"
+            "a loglik plot needs a model fitted by EM, with a log-likelihood curve (PPCA's "
+            f"loglik_curve_, FactorAnalysis's loglike_); {type(model).__name__} has none"
         )
     curve = np.asarray(curve, dtype=np.float64).ravel()
     fig, (top, bottom) = _figure(title, f"{type(model).__name__}: EM convergence", rows=2)

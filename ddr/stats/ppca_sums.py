@@ -23,6 +23,13 @@ merge by addition. Rows without missing entries share one M and add to a single
 ``(q+1) x (q+1)`` matrix common to all features; only blocks with missing entries pay for the
 per-feature sums. :class:`PPCASums` holds them for one parameter setting: one pass per EM
 iteration.
+
+Factor analysis is the same model with a diagonal noise covariance ``Psi = diag(psi)`` (seed
+004): ``s2`` is then a vector. Its posteriors are PPCA's with unit noise for the rows scaled by
+``psi^{-1/2}`` (and W likewise), so the sums are accumulated in that scaled space and mapped
+back to the data's units (``yz_j * psi_j^{1/2}``, ``yy_j * psi_j``, and ``-1/2 sum_j count_j
+log psi_j`` added to the log-likelihood); the M-step then estimates one variance per feature
+instead of pooling them.
 """
 
 from __future__ import annotations
@@ -49,20 +56,48 @@ _LOG_2PI = float(np.log(2 * np.pi))
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class PPCAParams:
-    """Parameters of a PPCA model: loadings W (d, q), mean mu (d,), noise variance s2."""
+    """Parameters of a linear Gaussian latent model: loadings W (d, q), mean mu (d,) and the
+    noise variance s2: a float (PPCA, ``s2 I``) or an array of shape (d,) (factor analysis,
+    ``diag(s2)``)."""
 
     W: np.ndarray
     mu: np.ndarray
-    s2: float
+    s2: float | np.ndarray
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "W", np.ascontiguousarray(self.W, dtype=np.float64))
         object.__setattr__(self, "mu", np.ascontiguousarray(self.mu, dtype=np.float64))
-        object.__setattr__(self, "s2", float(self.s2))
+        if np.ndim(self.s2) == 0:
+            object.__setattr__(self, "s2", float(self.s2))
+        else:
+            s2 = np.ascontiguousarray(self.s2, dtype=np.float64)
+            if s2.shape != self.mu.shape:
+                raise ValueError(
+                    f"PPCAParams: a noise variance per feature needs shape {self.mu.shape}; "
+                    f"got {s2.shape}"
+                )
+            object.__setattr__(self, "s2", s2)
 
     @property
     def q(self) -> int:
         return self.W.shape[1]
+
+    @property
+    def isotropic(self) -> bool:
+        """Whether the noise is ``s2 I`` (PPCA) rather than diagonal (factor analysis)."""
+        return isinstance(self.s2, float)
+
+    def whitened(self) -> tuple[PPCAParams, np.ndarray | None]:
+        """The model of the rows scaled by ``s2^{-1/2}`` feature by feature, and those scales.
+
+        Isotropic parameters are returned as they are (scales None). Diagonal noise gives
+        ``(W s2^{-1/2}, mu, 1.0)``: unit noise, so the posteriors of the scaled rows are PPCA's
+        (the mean is kept: rows are centred before they are scaled).
+        """
+        if self.isotropic:
+            return self, None
+        inv_sd = 1.0 / np.sqrt(self.s2)
+        return PPCAParams(self.W * inv_sd[:, None], self.mu, 1.0), inv_sd
 
     def shared_minv(self) -> tuple[np.ndarray, float]:
         """``M^{-1}`` and ``log|M|`` for a fully observed row."""
@@ -75,7 +110,7 @@ class PPCAParams:
     def __dask_tokenize__(self) -> Any:
         from dask.base import tokenize
 
-        return ("PPCAParams", tokenize(self.W, self.mu), self.s2)
+        return ("PPCAParams", tokenize(self.W, self.mu, self.s2))
 
 
 # ------------------------------------------------------------------ posteriors
@@ -343,15 +378,19 @@ class PPCASums(Statistic):
         acc = cls.empty(d, q)
         if n == 0:
             return acc
-        minv, logdet = params.shared_minv()
+        # diagonal noise: accumulate for the scaled rows (unit noise), map back at the end
+        unit, inv_sd = params.whitened()
+        minv, logdet = unit.shared_minv()
         step = small_gemm_rows(d, q + 1, lo=128, hi=4096)
         a = _Acc(d, q)
         centre = Centring(params.mu, min(step, n))
         for start in range(0, n, step):
             Y = centre(X[start : start + step])
-            products = _products(Y, params.W)
+            if inv_sd is not None:
+                Y *= inv_sd
+            products = _products(Y, unit.W)
             if np.isfinite(products[1][:, q]).all():  # column sums finite: no NaN, no inf
-                a.add_complete(Y, params, minv, logdet, products)
+                a.add_complete(Y, unit, minv, logdet, products)
                 continue
             nan = np.isnan(Y)
             if np.isinf(Y).any() or not nan.any():
@@ -359,21 +398,26 @@ class PPCASums(Statistic):
                 raise ValueError("X has values too large to accumulate in float64")
             partial = nan.any(axis=1)
             if partial.all():
-                a.add_missing(Y, nan, params)
+                a.add_missing(Y, nan, unit)
             else:
-                a.add_complete(Y[~partial], params, minv, logdet)
-                a.add_missing(Y[partial], nan[partial], params)
+                a.add_complete(Y[~partial], unit, minv, logdet)
+                a.add_missing(Y[partial], nan[partial], unit)
         zz_feature = np.zeros((0, q + 1, q + 1)) if a.zz_feature is None else a.zz_feature
+        yz, yy, loglik = a.yz, a.yy, a.loglik
+        if inv_sd is not None:
+            yz = yz / inv_sd[:, None]
+            yy = yy * params.s2
+            loglik -= 0.5 * float(a.count @ np.log(params.s2))
         return cls(
             n,
             a.n_empty,
             float(a.count.sum()),
             a.count,
-            a.loglik,
+            loglik,
             a.zz_shared,
             zz_feature,
-            a.yz,
-            a.yy,
+            yz,
+            yy,
             a.zz_total,
         )
 

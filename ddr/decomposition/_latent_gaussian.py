@@ -1,0 +1,458 @@
+"""What PPCA and factor analysis share: the model ``x = W z + mu + e`` and its EM fit.
+
+``z ~ N(0, I_q)`` and ``e ~ N(0, Psi)``, so ``x ~ N(mu, C)`` with ``C = W W^T + Psi``: PPCA has
+``Psi = sigma^2 I``, factor analysis a diagonal ``Psi`` (seed 004). Both are fitted by the EM
+driver of :mod:`ddr.em` with the E-step sums :class:`~ddr.stats.ppca_sums.PPCASums` (posterior
+moments of every row from its observed entries only) and the M-step :func:`m_step`, and both
+apply the fitted model blockwise with the functions here: posterior means and covariances,
+log-likelihoods of the observed entries, imputation, reconstruction.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Hashable
+from typing import Any, ClassVar, NamedTuple
+
+import dask.array as da
+import numpy as np
+from scipy import linalg
+from sklearn.utils.validation import check_is_fitted
+
+from ddr.base import DDRMixin, map_rows
+from ddr.em import EMState, fit_em
+from ddr.stats._input import Rows, is_dask, is_xarray
+from ddr.stats.ppca_sums import PPCAParams, PPCASums, complete_posterior, row_posterior
+
+__all__ = ["LatentGaussianModel", "loglik_from_moments", "m_step"]
+
+logger = logging.getLogger(__name__)
+
+_LOG_2PI = float(np.log(2 * np.pi))
+#: noise variance floor, relative to the variance of the data (exactly low-rank data would
+#: otherwise drive the noise to 0 and the likelihood to infinity)
+NOISE_FLOOR = 1e-12
+
+
+# ------------------------------------------------------------- blockwise maps
+class _Posterior(NamedTuple):
+    Ez: np.ndarray  # (n, q) posterior means
+    minv: np.ndarray  # (q, q) M^{-1} of a fully observed row
+    minv_rows: tuple[np.ndarray, np.ndarray] | None  # rows with NaN: mask, (n_partial, q, q)
+    scale: float  # posterior covariance = scale * M^{-1}
+    loglik: np.ndarray  # (n,) log-likelihood of each row's observed entries
+    nan: np.ndarray  # (n, d) the missing entries
+
+
+def _posterior_rows(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any) -> _Posterior:
+    """Posteriors of some rows, each from its observed entries (NaN marks the others)."""
+    params = PPCAParams(W, mu, s2)
+    unit, inv_sd = params.whitened()
+    Y = np.subtract(X, mu, dtype=np.float64)
+    if inv_sd is not None:
+        Y *= inv_sd
+    nan = np.isnan(Y)
+    partial = nan.any(axis=1)
+    minv, logdet = unit.shared_minv()
+    n, q = Y.shape[0], unit.q
+    Ez = np.empty((n, q))
+    ll = np.empty(n)
+    minv_rows = None
+    full = ~partial
+    if full.any():
+        Ez[full], ll[full] = complete_posterior(Y[full], unit, minv, logdet)
+    if partial.any():
+        obs = (~nan[partial]).astype(np.float64)
+        Ez[partial], minv_p, ll[partial] = row_posterior(
+            np.where(nan[partial], 0.0, Y[partial]), obs, unit
+        )
+        minv_rows = (partial, minv_p)
+    if inv_sd is not None:  # back from the scaled rows: their log-densities differ by log|D|
+        ll -= 0.5 * ((~nan) @ np.log(params.s2))
+    return _Posterior(Ez, minv, minv_rows, unit.s2, ll, nan)
+
+
+#: Rows per sub-block of the blockwise maps: bounds the (rows, q, q) temporaries of rows
+#: with missing entries to a few MiB whatever the chunk size.
+_MAP_ROWS = 4096
+
+
+def _by_rows(fn: Any, X: np.ndarray, *args: Any) -> np.ndarray:
+    if X.shape[0] <= _MAP_ROWS:
+        return fn(X, *args)
+    return np.concatenate(
+        [fn(X[i : i + _MAP_ROWS], *args) for i in range(0, X.shape[0], _MAP_ROWS)], axis=0
+    )
+
+
+def _transform_rows(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any) -> np.ndarray:
+    return _posterior_rows(X, W, mu, s2).Ez
+
+
+def _cov_rows(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any) -> np.ndarray:
+    post = _posterior_rows(X, W, mu, s2)
+    cov = np.broadcast_to(post.scale * post.minv, (X.shape[0], *post.minv.shape)).copy()
+    if post.minv_rows is not None:
+        cov[post.minv_rows[0]] = post.scale * post.minv_rows[1]
+    return cov
+
+
+def _score_rows(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any) -> np.ndarray:
+    return _posterior_rows(X, W, mu, s2).loglik
+
+
+def _impute_rows(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any) -> np.ndarray:
+    post = _posterior_rows(X, W, mu, s2)
+    out = np.array(X, dtype=X.dtype if X.dtype.kind == "f" else np.float64, copy=True)
+    if post.nan.any():
+        recon = post.Ez @ W.T + mu  # E[x_missing | x_observed] = mu_M + W_M E[z]
+        out[post.nan] = recon[post.nan]
+    return out
+
+
+def _transform_block(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any) -> np.ndarray:
+    """Posterior means of a block, shape (n, q)."""
+    return _by_rows(_transform_rows, X, W, mu, s2)
+
+
+def _cov_block(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any) -> np.ndarray:
+    """Posterior covariances of a block, shape (n, q, q)."""
+    return _by_rows(_cov_rows, X, W, mu, s2)
+
+
+def _score_block(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any) -> np.ndarray:
+    """Log-likelihood of each row's observed entries, shape (n,)."""
+    return _by_rows(_score_rows, X, W, mu, s2)
+
+
+def _impute_block(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any) -> np.ndarray:
+    """The block with NaN replaced by their conditional expectations, shape (n, d)."""
+    return _by_rows(_impute_rows, X, W, mu, s2)
+
+
+def _inverse_block(Z: np.ndarray, W: np.ndarray, mu: np.ndarray) -> np.ndarray:
+    return np.asarray(Z, dtype=np.float64) @ W.T + mu
+
+
+# ------------------------------------------------------------ the client side
+def loglik_from_moments(n: float, S: np.ndarray, mean: np.ndarray, params: PPCAParams) -> float:
+    """Gaussian log-likelihood of n rows with mean ``mean`` and covariance ``S`` (ddof=0)
+    under ``N(mu, W W^T + Psi)``: ``-n/2 [d log 2 pi + log|C| + tr(C^{-1} (S + e e^T))]``,
+    ``e = mean - mu``, with the determinant lemma and Woodbury (on the rows scaled to unit
+    noise when Psi is diagonal)."""
+    unit, inv_sd = params.whitened()
+    W, s2 = unit.W, unit.s2
+    d, q = W.shape
+    minv, logdet_m = unit.shared_minv()
+    e = mean - params.mu
+    T = S + np.outer(e, e)
+    logdet = (d - q) * np.log(s2) + logdet_m
+    if inv_sd is not None:
+        T = T * np.outer(inv_sd, inv_sd)
+        logdet += float(np.log(params.s2).sum())
+    # tr(C^{-1} T) = (tr T - tr(M^{-1} W^T T W)) / s2
+    trace = (np.trace(T) - np.sum(minv * (W.T @ T @ W))) / s2
+    return float(-0.5 * n * (d * _LOG_2PI + logdet + trace))
+
+
+def m_step(
+    sums: PPCASums, mu: np.ndarray, floor: float | np.ndarray, *, diagonal: bool
+) -> PPCAParams:
+    """Joint update of W, mu and the noise from the E-step sums, parameter-expanded.
+
+    The regressions of every feature on ``[z; 1]`` over its observed rows give W, mu and the
+    residual variances (pooled: PPCA's sigma^2; per feature with ``diagonal``: factor
+    analysis's Psi, each at least ``floor``); the prior of z is then expanded to ``N(c,
+    Sigma)`` with c and Sigma the moments of the posteriors, and mapped back (``mu += W c``,
+    ``W <- W chol(Sigma)``): PX-EM (Liu, Rubin and Wu, 1998). Same fixed points and monotone
+    likelihood as plain EM, but the mean and the scale of W no longer creep towards the
+    optimum over hundreds of iterations.
+    """
+    q = sums.n_components
+    if sums.has_missing:
+        A = sums.feature_gram()
+        try:
+            Wt = np.linalg.solve(A, sums.yz[..., None])[..., 0]
+        except np.linalg.LinAlgError:
+            Wt = np.stack(
+                [np.linalg.lstsq(a, b, rcond=None)[0] for a, b in zip(A, sums.yz, strict=True)]
+            )
+    else:
+        Wt = linalg.solve(sums.zz_shared, sums.yz.T, assume_a="pos").T
+    resid = np.maximum(sums.yy - np.einsum("jk,jk->j", Wt, sums.yz), 0.0)
+    if diagonal:
+        noise: float | np.ndarray = np.maximum(resid / np.maximum(sums.count, 1.0), floor)
+    else:
+        noise = max(float(resid.sum()) / sums.n_obs, float(floor))
+    W, mu = Wt[:, :q], mu + Wt[:, q]
+    n = sums.zz_total[q, q]
+    c = sums.zz_total[:q, q] / n
+    sigma = sums.zz_total[:q, :q] / n - np.outer(c, c)
+    try:
+        chol = np.linalg.cholesky(sigma)
+    except np.linalg.LinAlgError:  # degenerate posteriors: skip the expansion this step
+        return PPCAParams(W, mu, noise)
+    return PPCAParams(W @ chol, mu + W @ c, noise)
+
+
+class _EMProblem:
+    """The EM problem of :class:`LatentGaussianModel` for :func:`ddr.em.fit_em`."""
+
+    def __init__(self, model: LatentGaussianModel) -> None:
+        self.model = model
+        self.floor: float | np.ndarray | None = None
+
+    def statistic(self, params: PPCAParams) -> Any:
+        return PPCASums.spec(params=params)
+
+    def m_step(self, sums: PPCASums, params: PPCAParams) -> PPCAParams:
+        if self.floor is None:  # the first sums of this fit: check what the data allow
+            self.model._check_columns(sums.count)
+            if sums.n_empty:
+                warnings.warn(
+                    f"{type(self.model).__name__}: X has {sums.n_empty} row(s) with no observed "
+                    "value (all NaN); they carry no information and are ignored by fit "
+                    "(transform gives them the prior mean 0, impute the mean)",
+                    UserWarning,
+                    stacklevel=6,
+                )
+            var = sums.yy / np.maximum(sums.count, 1)
+            tiny = np.finfo(np.float64).tiny
+            self.floor = (
+                NOISE_FLOOR * np.maximum(var, tiny)
+                if not params.isotropic
+                else NOISE_FLOOR * max(float(var.mean()), tiny)
+            )
+        return m_step(sums, params.mu, self.floor, diagonal=not params.isotropic)
+
+
+class LatentGaussianModel(DDRMixin):
+    """Fit by EM and read-outs of ``x = W z + mu + e`` (PPCA and factor analysis).
+
+    Subclasses hold the model in their own fitted attributes and define three methods:
+    ``_model() -> PPCAParams`` (the fitted model back from them), ``_set_model(params)``
+    (store a fitted model in them) and ``_start(rows, q) -> EMState`` (where EM starts, one
+    pass over the data); everything else is here. ``_loglik_attribute`` names the fitted
+    attribute that holds the log-likelihood per EM iteration; ``_em_what`` prefixes the
+    progress records. ``tol``, ``max_iter`` and ``warm_start`` are their parameters.
+    """
+
+    _em_what: ClassVar[str] = "EM"
+
+    # ---------------------------------------------------------------------- fit
+    def _resume_state(self) -> EMState | None:
+        """With ``warm_start=True`` and a fitted model: that model as an EM state to continue
+        from (take it before the new data reset ``n_features_in_``); else None."""
+        if not (getattr(self, "warm_start", False) and hasattr(self, "n_iter_")):
+            return None
+        curve = tuple(float(v) for v in np.asarray(getattr(self, self._loglik_attribute)))
+        return EMState(self._model(), curve, int(self.n_iter_))
+
+    def _fit_em(self, rows: Rows, q: int, resume: EMState | None) -> None:
+        """EM from ``resume`` or from :meth:`_start`; sets the fitted attributes."""
+        if resume is not None and resume.params.W.shape != (rows.shape[1], q):
+            d, k = resume.params.W.shape
+            raise ValueError(
+                f"{type(self).__name__}: warm_start=True continues the fitted model of {d} "
+                f"features and {k} components; this fit has {rows.shape[1]} features and asks "
+                f"for {q} components. Set warm_start=False to fit afresh"
+            )
+        state = self._start(rows, q) if resume is None else resume
+        state = fit_em(
+            rows.data,
+            _EMProblem(self),
+            state,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            logger=logging.getLogger(type(self).__module__),
+            what=self._em_what,
+            owner=type(self).__name__,
+            stacklevel=4,
+        )
+        self._set_model(state.params)
+        self.n_iter_ = state.n_iter
+        setattr(self, self._loglik_attribute, np.asarray(state.loglik))
+
+    def _check_columns(self, count: np.ndarray) -> None:
+        empty = np.flatnonzero(count == 0)
+        if empty.size:
+            shown = empty[:10].tolist()
+            raise ValueError(
+                f"{type(self).__name__}: feature(s) {shown}{' ...' if empty.size > 10 else ''} "
+                f"({empty.size} in all) have no observed value (all NaN); their loadings and "
+                "mean cannot be estimated. Drop these columns before fitting"
+            )
+
+    # ----------------------------------------------------------------- read-outs
+    @property
+    def _n_features_out(self) -> int:
+        return self.n_components_
+
+    def _args(self) -> tuple[np.ndarray, np.ndarray, Any]:
+        params = self._model()
+        return params.W, params.mu, params.s2
+
+    def get_covariance(self) -> np.ndarray:
+        """Model covariance ``C = W W^T + Psi``, shape (n_features, n_features)."""
+        check_is_fitted(self)
+        W, _, s2 = self._args()
+        C = W @ W.T
+        C.flat[:: C.shape[0] + 1] += s2
+        return C
+
+    def get_precision(self) -> np.ndarray:
+        """Inverse of the model covariance (Woodbury), shape (n_features, n_features)."""
+        check_is_fitted(self)
+        unit, inv_sd = self._model().whitened()
+        minv, _ = unit.shared_minv()
+        P = (np.eye(unit.W.shape[0]) - unit.W @ minv @ unit.W.T) / unit.s2
+        return P if inv_sd is None else P * np.outer(inv_sd, inv_sd)
+
+    # ---------------------------------------------------------------- transforms
+    def transform(
+        self, X: Any, *, return_cov: bool = False, sample_dim: Hashable | None = None
+    ) -> Any:
+        """Posterior means ``E[z | observed entries of x]``, blockwise.
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+            NaN marks missing entries: each row uses its observed features only.
+        return_cov : bool, default=False
+            Also return the posterior covariances (``sigma^2 M_n^{-1}`` for PPCA,
+            ``(I + W_O^T Psi_O^{-1} W_O)^{-1}`` for factor analysis).
+        sample_dim : hashable, optional
+
+        Returns
+        -------
+        Z : ndarray, dask array or DataArray of shape (n_samples, n_components_)
+        cov : ndarray or dask array of shape (n_samples, n_components_, n_components_)
+            Only with ``return_cov=True`` (a DataArray with dims (sample, component,
+            component_) for xarray input).
+        """
+        rows = self._rows(X, reset=False, sample_dim=sample_dim, allow_nan=True)
+        Z = map_rows(
+            rows,
+            _transform_block,
+            n_out=self.n_components_,
+            dtype=np.float64,
+            new_dim="component",
+            name=f"{self._key_prefix()}_transform",
+            args=self._args(),
+        )
+        if not return_cov:
+            return Z
+        return Z, self._covariances(rows)
+
+    def _key_prefix(self) -> str:
+        return type(self).__name__.lower()
+
+    def _covariances(self, rows: Rows) -> Any:
+        q = self.n_components_
+        args = self._args()
+        if rows.is_lazy:
+            cov = rows.data.map_blocks(
+                _cov_block,
+                *args,
+                new_axis=2,
+                chunks=(rows.data.chunks[0], (q,), (q,)),
+                dtype=np.float64,
+                meta=np.empty((0, 0, 0)),
+            )
+        else:
+            cov = _cov_block(rows.data, *args)
+        if rows.kind != "xarray":
+            return cov
+        import xarray as xr
+
+        sdim = rows.sample_dim
+        coords = {sdim: rows.template.coords[sdim]} if sdim in rows.template.coords else {}
+        return xr.DataArray(
+            cov, dims=(sdim, "component", "component_"), coords=coords, name="posterior_covariance"
+        )
+
+    def inverse_transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
+        """The model mean of x given z: ``z W^T + mu``, blockwise.
+
+        Applied to posterior means this is the model's reconstruction (the values
+        :meth:`impute` writes into missing entries).
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_components_)
+
+        Returns
+        -------
+        ndarray, dask array or DataArray of shape (n_samples, n_features_in_)
+        """
+        rows = self._component_rows(X, sample_dim=sample_dim)
+        W, mu, _ = self._args()
+        return map_rows(
+            rows,
+            _inverse_block,
+            n_out=self.n_features_in_,
+            dtype=np.float64,
+            new_dim=getattr(self, "feature_dim_", None) or "feature",
+            new_coords=getattr(self, "feature_coords_", None),
+            name=f"{self._key_prefix()}_inverse",
+            args=(W, mu),
+        )
+
+    def impute(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
+        """X with every NaN replaced by ``E[x_missing | x_observed]`` under the model, blockwise.
+
+        Observed entries are returned unchanged. Lazy for dask input; a DataArray with the
+        dims and coordinates of the input for xarray input.
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+
+        Returns
+        -------
+        same form and shape as X
+        """
+        rows = self._rows(X, reset=False, sample_dim=sample_dim, allow_nan=True)
+        dtype = rows.data.dtype if np.dtype(rows.data.dtype).kind == "f" else np.float64
+        out = map_rows(
+            rows,
+            _impute_block,
+            n_out=self.n_features_in_,
+            dtype=dtype,
+            new_dim=rows.feature_dim or "feature",
+            name=f"{self._key_prefix()}_impute",
+            args=self._args(),
+        )
+        if rows.kind == "xarray":
+            fdim = rows.feature_dim
+            if fdim in rows.template.coords:
+                out = out.assign_coords({fdim: rows.template.coords[fdim]})
+            out = out.transpose(*X.dims)
+        return out
+
+    def score_samples(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
+        """Log-likelihood of each row's observed entries under the model, blockwise.
+
+        Returns
+        -------
+        ndarray, dask array or DataArray of shape (n_samples,)
+        """
+        rows = self._rows(X, reset=False, sample_dim=sample_dim, allow_nan=True)
+        return map_rows(
+            rows,
+            _score_block,
+            n_out=None,
+            dtype=np.float64,
+            name=f"{self._key_prefix()}_score_samples",
+            args=self._args(),
+        )
+
+    def score(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> float:
+        """Mean log-likelihood of the rows (of their observed entries)."""
+        ll = self.score_samples(X, sample_dim=sample_dim)
+        if is_xarray(ll):
+            ll = ll.data
+        if is_dask(ll):
+            return float(da.mean(ll).compute())
+        return float(np.mean(ll))

@@ -1,0 +1,191 @@
+"""The EM driver (ddr.em): a generic problem against scikit-learn, one pass per iteration,
+progress records, the convergence warning, and resumption from a saved state."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any, Self
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.mixture import GaussianMixture
+
+import ddr
+from ddr.em import EMState, fit_em
+from ddr.progress import PROGRESS_ATTR
+from ddr.stats.base import Statistic
+from ddr.testing import counting_dask_array
+
+
+# --------------------------------------------- a problem that is not PPCA: a 1-D mixture
+@dataclasses.dataclass(frozen=True)
+class MixtureParams:
+    weights: np.ndarray
+    means: np.ndarray
+    variances: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class MixtureSums(Statistic):
+    """E-step sums of a 1-D Gaussian mixture: responsibilities, weighted sums and squares."""
+
+    n: np.ndarray
+    s1: np.ndarray
+    s2: np.ndarray
+    loglik: float
+
+    @classmethod
+    def from_block(cls, X, y=None, sample_weight=None, *, params: MixtureParams) -> Self:
+        x = np.asarray(X, dtype=np.float64)[:, 0]
+        logp = (
+            np.log(params.weights)
+            - 0.5 * np.log(2 * np.pi * params.variances)
+            - 0.5 * (x[:, None] - params.means) ** 2 / params.variances
+        )
+        top = logp.max(axis=1, keepdims=True)
+        norm = top[:, 0] + np.log(np.exp(logp - top).sum(axis=1))
+        r = np.exp(logp - norm[:, None])
+        return cls(r.sum(axis=0), r.T @ x, r.T @ x**2, float(norm.sum()))
+
+    def merge(self, other: Self) -> Self:
+        return type(self)(
+            self.n + other.n, self.s1 + other.s1, self.s2 + other.s2, self.loglik + other.loglik
+        )
+
+    def _arrays(self) -> dict[str, np.ndarray]:
+        return {"n": self.n, "s1": self.s1, "s2": self.s2}
+
+    def _scalars(self) -> dict[str, Any]:
+        return {"loglik": self.loglik}
+
+
+class Mixture:
+    def statistic(self, params: MixtureParams):
+        return MixtureSums.spec(params=params)
+
+    def m_step(self, stat: MixtureSums, params: MixtureParams) -> MixtureParams:
+        means = stat.s1 / stat.n
+        return MixtureParams(stat.n / stat.n.sum(), means, stat.s2 / stat.n - means**2)
+
+
+def mixture_data(rng, n=3000):
+    return np.r_[rng.normal(-2.0, 0.7, n // 3), rng.normal(1.5, 1.2, n - n // 3)][:, None]
+
+
+START = MixtureParams(np.array([0.5, 0.5]), np.array([-1.0, 1.0]), np.array([1.0, 1.0]))
+
+
+def test_a_generic_problem_equals_scikit_learn_and_reads_once_per_iteration(rng):
+    """A Gaussian mixture written as an EMProblem reaches scikit-learn's EM fixed point from
+    the same start (both run until the log-likelihood stops rising); its log-likelihood never
+    decreases; each iteration is one pass."""
+    X = mixture_data(rng)
+    arr, counter = counting_dask_array(X, chunks=(700, -1))
+    with dask.config.set(scheduler="threads"):
+        state = fit_em(
+            arr, Mixture(), EMState(START), tol=0.0, max_iter=2000,
+            logger=logging.getLogger("ddr.test"), what="mixture (EM)", owner="mixture",
+        )  # fmt: skip
+    assert state.converged and counter.passes == state.n_iter == len(state.loglik)
+    assert np.all(np.diff(state.loglik) >= -1e-12 * abs(state.loglik[-1]))
+    sk = GaussianMixture(
+        2, covariance_type="diag", tol=1e-15, max_iter=5000, reg_covar=0.0,
+        weights_init=START.weights, means_init=START.means[:, None],
+        precisions_init=1 / START.variances[:, None],
+    ).fit(X)  # fmt: skip
+    np.testing.assert_allclose(state.params.means, sk.means_[:, 0], rtol=1e-6)
+    np.testing.assert_allclose(state.params.variances, sk.covariances_[:, 0], rtol=1e-6)
+    np.testing.assert_allclose(state.params.weights, sk.weights_, rtol=1e-6)
+    assert state.loglik[-1] / len(X) == pytest.approx(sk.score(X), rel=1e-10)
+
+
+def test_resuming_a_state_continues_the_same_iterations(rng):
+    X = mixture_data(rng, n=600)
+    kw = dict(logger=logging.getLogger("ddr.test"), what="mixture (EM)", owner="mixture")
+    with pytest.warns(ConvergenceWarning, match="max_iter=12"):
+        whole = fit_em(X, Mixture(), EMState(START), tol=0.0, max_iter=12, **kw)
+    with pytest.warns(ConvergenceWarning, match=r"mixture: EM did not converge in max_iter=5 "):
+        part = fit_em(X, Mixture(), EMState(START), tol=0.0, max_iter=5, **kw)
+    assert part.n_iter == 5 and not part.converged
+    with pytest.warns(ConvergenceWarning, match="max_iter=7"):
+        rest = fit_em(X, Mixture(), part, tol=0.0, max_iter=7, **kw)
+    assert rest.n_iter == 12 and rest.loglik == whole.loglik
+    np.testing.assert_array_equal(rest.params.means, whole.params.means)
+
+
+def test_a_start_known_to_be_optimal_stops_after_one_pass(rng):
+    X = mixture_data(rng, n=600)
+    kw = dict(logger=logging.getLogger("ddr.test"), what="m", owner="m")
+    ref = fit_em(X, Mixture(), EMState(START), tol=1e-13, max_iter=3000, **kw)
+    stat = MixtureSums.from_block(X, params=ref.params)
+    again = fit_em(X, Mixture(), EMState(ref.params, start_loglik=stat.loglik), tol=1e-9,
+                   max_iter=50, **kw)  # fmt: skip
+    assert again.n_iter == 1 and again.converged
+
+
+def test_progress_records_say_iteration_loglik_and_resumption(rng, caplog):
+    caplog.set_level(logging.INFO, logger="ddr")
+    X = mixture_data(rng, n=300)
+    kw = dict(logger=logging.getLogger("ddr.test"), what="mixture (EM)", owner="mixture")
+    with pytest.warns(ConvergenceWarning):
+        part = fit_em(X, Mixture(), EMState(START), tol=0.0, max_iter=2, **kw)
+    caplog.clear()
+    with pytest.warns(ConvergenceWarning):
+        fit_em(X, Mixture(), part, tol=0.0, max_iter=2, **kw)
+    records = [(r.getMessage(), getattr(r, PROGRESS_ATTR)) for r in caplog.records]
+    assert records[0][0].startswith(
+        "mixture (EM): at most 2 iterations of one pass each, resumed after 2, until the "
+        "log-likelihood rises by less than tol=0 (relative)"
+    )
+    assert records[1][0].startswith("mixture (EM): iteration 1 (")
+    # the first new iteration is compared with the resumed state's last log-likelihood
+    assert "change +" in records[1][0] and "change +" in records[2][0]
+    assert records[-1][0].startswith("mixture (EM): stopped at max_iter=2 without converging")
+    assert records[-1][1].finished
+
+
+# ------------------------------------------------------------- resuming a saved PPCA fit
+def test_ppca_resumes_from_a_saved_model(rng, tmp_path):
+    """A fit stopped by max_iter, saved and loaded, continues with warm_start=True: the same
+    log-likelihood curve and model as one uninterrupted fit, and only its remaining passes."""
+    W = rng.standard_normal((8, 2)) * [3.0, 1.5]
+    X = rng.standard_normal((1500, 2)) @ W.T + 0.4 * rng.standard_normal((1500, 8)) + 3.0
+    X[rng.random(X.shape) < 0.15] = np.nan
+    whole = ddr.PPCA(2, init="random", tol=1e-10, max_iter=400).fit(X)
+    assert 6 < whole.n_iter_ < 400
+    with pytest.warns(ConvergenceWarning, match="continue this fit with warm_start=True"):
+        part = ddr.PPCA(2, init="random", tol=1e-10, max_iter=5).fit(X)
+    part.save(tmp_path / "part.zarr")
+    loaded = ddr.load(tmp_path / "part.zarr").set_params(warm_start=True, max_iter=400)
+    arr, counter = counting_dask_array(X, chunks=(400, -1))
+    with dask.config.set(scheduler="threads"):
+        loaded.fit(arr)
+    assert counter.passes == loaded.n_iter_ - 5  # no start pass, one per new iteration
+    assert loaded.n_iter_ == whole.n_iter_
+    np.testing.assert_array_equal(loaded.loglik_curve_[:5], whole.loglik_curve_[:5])
+    np.testing.assert_allclose(loaded.loglik_curve_, whole.loglik_curve_, rtol=1e-12)
+    np.testing.assert_allclose(loaded.get_covariance(), whole.get_covariance(), atol=1e-9)
+    # warm_start without a fitted model starts afresh; with another width it refuses
+    fresh = ddr.PPCA(2, init="random", tol=1e-10, max_iter=400, warm_start=True).fit(X)
+    np.testing.assert_array_equal(fresh.loglik_curve_, whole.loglik_curve_)
+    with pytest.raises(
+        ValueError,
+        match=r"PPCA: warm_start=True continues the fitted model of 8 features and 2 "
+        r"components; this fit has 7 features and asks for 2 components",
+    ):
+        loaded.fit(X[:, :7])
+    with pytest.raises(ValueError, match=r"asks for 3 components"):
+        loaded.set_params(n_components=3).fit(X)
+
+
+def test_dask_input_with_several_chunks_gives_the_numpy_fit(rng):
+    X = mixture_data(rng, n=900)
+    kw = dict(tol=1e-12, max_iter=500, logger=logging.getLogger("ddr.t"), what="m", owner="m")
+    ref = fit_em(X, Mixture(), EMState(START), **kw)
+    with dask.config.set(scheduler="threads"):
+        got = fit_em(da.from_array(X, chunks=(101, -1)), Mixture(), EMState(START), **kw)
+    np.testing.assert_allclose(got.loglik, ref.loglik, rtol=1e-12)
