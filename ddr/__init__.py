@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     # nonlinear and probabilistic reductions
     "KernelPCA": "ddr.decomposition.kernel_pca",
     "PPCA": "ddr.decomposition.ppca",
+    "FactorAnalysis": "ddr.decomposition.factor_analysis",
     "CCA": "ddr.cross_decomposition.cca",
 }
 

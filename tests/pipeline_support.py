@@ -38,6 +38,7 @@ OVERRIDES = {
     "cca": ["split=6"],
     "ppca-missing": ["max_iter=50", "k=4"],
     "kernel-pca-nystrom": ["landmarks=300"],
+    "factor-analysis": ["k=4"],
 }
 
 #: pipelines that need another pipeline's outputs first
