@@ -65,7 +65,7 @@ _CLIENT_MAX_ITER = 10_000
 
 def fit_covariance(
     S: np.ndarray, q: int, psi: np.ndarray, *, tol: float, max_iter: int, floor: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, float, bool]:
+) -> tuple[np.ndarray, np.ndarray, bool]:
     """Maximum-likelihood factor analysis of a covariance matrix (scikit-learn's algorithm).
 
     Each iteration: the top q eigenpairs ``(lambda, U)`` of ``Psi^{-1/2} S Psi^{-1/2}`` give
@@ -90,8 +90,6 @@ def fit_covariance(
     -------
     W : ndarray of shape (d, q)
     psi : ndarray of shape (d,)
-    loglik : float
-        Log-likelihood per row of data with covariance S under ``(W, psi)`` (mean fitted).
     converged : bool
     """
     d = S.shape[0]
@@ -113,10 +111,11 @@ def fit_covariance(
             + (lam / gain).sum()
         )
         if best is not None and ll - best[2] <= tol * abs(ll):
-            return (*max(best, (W, psi, ll), key=lambda b: b[2]), True)
+            W, psi, _ = max(best, (W, psi, ll), key=lambda b: b[2])
+            return W, psi, True
         best = (W, psi, ll)
         psi = np.maximum(var - np.einsum("ij,ij->i", W, W), floor)
-    return (*best, False)
+    return best[0], best[1], False
 
 
 def _canonical(W: np.ndarray, psi: np.ndarray) -> np.ndarray:
@@ -295,7 +294,7 @@ class FactorAnalysis(
         # three digits beyond EM's tol: with a linear rate r the distance left to the
         # optimum is the last rise times r / (1 - r), under tol for rates up to 0.999, so
         # the EM pass that follows confirms the start instead of creeping on from it
-        W, psi, ll, converged = fit_covariance(
+        W, psi, converged = fit_covariance(
             S,
             q,
             self._noise_init(var),
