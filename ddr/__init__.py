@@ -39,6 +39,7 @@ _EXPORTS: dict[str, str] = {
     "PPCA": "ddr.decomposition.ppca",
     "FactorAnalysis": "ddr.decomposition.factor_analysis",
     "CCA": "ddr.cross_decomposition.cca",
+    "PLSSVD": "ddr.cross_decomposition.pls",
 }
 
 

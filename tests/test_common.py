@@ -30,11 +30,12 @@ ESTIMATORS = sorted(
     if isinstance(getattr(ddr, name), type) and issubclass(getattr(ddr, name), BaseEstimator)
 )
 
-#: constructor parameters for the suite's small data (defaults everywhere else): a CCA of a
-#: one-column view has one pair of directions; a Johnson-Lindenstrauss width would exceed
-#: the few features here
+#: constructor parameters for the suite's small data (defaults everywhere else): a CCA or a
+#: PLS-SVD of a one-column view has one pair of directions; a Johnson-Lindenstrauss width
+#: would exceed the few features here
 SMALL = {
     "CCA": {"n_components": 1},
+    "PLSSVD": {"n_components": 1},
     "GaussianRandomProjection": {"n_components": 2, "random_state": 0},
     "SparseRandomProjection": {"n_components": 2, "random_state": 0},
 }

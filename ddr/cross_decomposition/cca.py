@@ -18,28 +18,20 @@ whatever the units of the data.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
-import dask.array as da
 import numpy as np
 from scipy import linalg
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.utils import check_array
 from sklearn.utils._param_validation import Interval
 
-from ddr.base import FEATURE, DDRMixin, FitPlan, fit_context, map_rows, rank_limit
+from ddr.base import FEATURE
+from ddr.cross_decomposition._views import TwoViewMixin
 from ddr.linalg.signs import component_signs
-from ddr.stats import Moments, lazy
-from ddr.stats._input import Rows, align_by_coordinate, as_rows, is_dask, is_xarray
+from ddr.stats import Moments
 
 __all__ = ["CCA"]
-
-
-def _project(X: np.ndarray, weights: np.ndarray, mean: np.ndarray) -> np.ndarray:
-    """Canonical variates ``(X - mean) @ weights`` of one block."""
-    return np.subtract(X, mean, dtype=np.float64) @ weights
 
 
 def _inv_sqrt(C: np.ndarray, name: str, reg: float) -> np.ndarray:
@@ -56,7 +48,7 @@ def _inv_sqrt(C: np.ndarray, name: str, reg: float) -> np.ndarray:
     return (U / np.sqrt(lam)) @ U.T
 
 
-class CCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class CCA(TwoViewMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Regularised canonical correlation analysis in one pass over paired row blocks.
 
     Parameters
@@ -110,12 +102,7 @@ class CCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         "reg": [Interval(Real, 0, 1, closed="both")],
     }
 
-    _n_components_limit = classmethod(rank_limit)
-
-    def _translation_invariant_output(self) -> str | None:
-        return "transform"
-
-    def _check_width(self, dx: int, dy: int) -> int:
+    def _check_width(self, n_samples: int, dx: int, dy: int) -> int:
         k = int(self.n_components)
         if k > min(dx, dy):
             raise ValueError(
@@ -123,76 +110,6 @@ class CCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
                 f"{min(dx, dy)}]; got n_components={k}"
             )
         return k
-
-    def _y_rows(self, y: Any, rows: Rows, sample_dim: Hashable | None) -> Rows:
-        if y is None:
-            raise ValueError(
-                "CCA requires y to be passed, but the target y is None: call fit(X, Y) with "
-                "the second view Y of shape (n_samples, n_features_y)"
-            )
-        if is_xarray(y):
-            y = align_by_coordinate(y, rows, "Y")
-        if is_dask(y) or is_xarray(y):
-            yr = as_rows(y, sample_dim=sample_dim, name="Y")
-        else:
-            arr = check_array(y, ensure_2d=False, dtype=(np.float64, np.float32), input_name="Y")
-            yr = Rows(arr.reshape(-1, 1) if arr.ndim == 1 else arr, "numpy")
-        if yr.shape[0] != rows.shape[0]:
-            raise ValueError(
-                f"CCA: X has {rows.shape[0]} rows but Y has {yr.shape[0]}; the two views must "
-                "describe the same samples (paired rows)"
-            )
-        return yr
-
-    @staticmethod
-    def _joint(rows: Rows, yr: Rows) -> Any:
-        """``[X | Y]`` row block by row block (lazy when either view is dask)."""
-        if not rows.is_lazy and not yr.is_lazy:
-            return np.hstack(
-                [np.asarray(rows.data, dtype=np.float64), np.asarray(yr.data, dtype=np.float64)]
-            )
-        X, Y = rows.data, yr.data
-        if not rows.is_lazy:
-            X = da.from_array(X, chunks=(Y.chunks[0], -1))
-        if not yr.is_lazy:
-            Y = da.from_array(Y, chunks=(X.chunks[0], -1))
-        if Y.chunks[0] != X.chunks[0]:
-            Y = Y.rechunk({0: X.chunks[0]})
-        dtype = np.result_type(X.dtype, Y.dtype, np.float32)
-        return da.concatenate([X.astype(dtype), Y.astype(dtype)], axis=1).rechunk({1: -1})
-
-    # -------------------------------------------------------------------- fit
-    @fit_context
-    def fit(self, X: Any, y: Any, *, sample_dim: Hashable | None = None) -> CCA:
-        """Fit from one pass of the joint moments of the paired views.
-
-        Parameters
-        ----------
-        X : array-like, dask array or DataArray of shape (n_samples, n_features_x)
-        y : array-like, dask array or DataArray of shape (n_samples, n_features_y)
-            The second view Y (1-D is taken as one feature).
-        sample_dim : hashable, optional
-            The sample dim of DataArray inputs.
-
-        Returns
-        -------
-        self
-        """
-        plan = self._fit_plan(X, y, sample_dim=sample_dim)
-        value = plan.compute()
-        return plan.finish(value)
-
-    @fit_context
-    def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan:
-        sample_dim = fit_params.get("sample_dim")
-        rows = self._rows(X, reset=True, sample_dim=sample_dim)
-        yr = self._y_rows(y, rows, sample_dim)
-        dx, dy = rows.shape[1], yr.shape[1]
-        k = self._check_width(dx, dy)
-        if rows.shape[0] < 2:
-            raise ValueError(f"CCA needs at least 2 samples; got n_samples={rows.shape[0]}")
-        stats = lazy(Moments, self._joint(rows, yr))
-        return FitPlan.over(rows, stats, lambda m: self._finish(m, dx, dy, k))
 
     def _finish(self, mom: Moments, dx: int, dy: int, k: int) -> CCA:
         S = mom.covariance(ddof=1)
@@ -218,58 +135,5 @@ class CCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         self.n_features_y_ = dy
         return self
 
-    # -------------------------------------------------------------- transform
-    @property
-    def _n_features_out(self) -> int:
-        return self.n_components_
-
-    def transform(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> Any:
-        """Canonical variates of X (and of Y when given), blockwise.
-
-        Parameters
-        ----------
-        X : array-like, dask array or DataArray of shape (n_samples, n_features_x)
-        y : array-like, dask array or DataArray of shape (n_samples, n_features_y), optional
-
-        Returns
-        -------
-        x_scores : same form as X, shape (n_samples, n_components_)
-        y_scores : same form as Y, shape (n_samples, n_components_); only when Y is given
-        """
-        rows = self._rows(X, reset=False, sample_dim=sample_dim)
-        xs = map_rows(
-            rows,
-            _project,
-            n_out=self.n_components_,
-            dtype=np.float64,
-            new_dim="component",
-            name="cca_x_scores",
-            args=(self.x_weights_, self.x_mean_),
-        )
-        if y is None:
-            return xs
-        yr = self._y_rows(y, rows, sample_dim)
-        if yr.shape[1] != self.n_features_y_:
-            raise ValueError(
-                f"Y has {yr.shape[1]} features, but CCA was fitted with "
-                f"{self.n_features_y_} features in Y"
-            )
-        ys = map_rows(
-            yr,
-            _project,
-            n_out=self.n_components_,
-            dtype=np.float64,
-            new_dim="component",
-            name="cca_y_scores",
-            args=(self.y_weights_, self.y_mean_),
-        )
-        return xs, ys
-
-    def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> Any:
-        """Fit, then return ``(x_scores, y_scores)`` (as scikit-learn's CCA)."""
-        return self.fit(X, y, **fit_params).transform(X, y, **fit_params)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.target_tags.required = True
-        return tags
+    def _projections(self) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        return (self.x_weights_, self.x_mean_), (self.y_weights_, self.y_mean_)

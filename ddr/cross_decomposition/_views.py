@@ -1,0 +1,170 @@
+"""What the two-view estimators share: paired inputs, one pass of joint moments, scores.
+
+CCA and PLS-SVD see two views of the same rows, X and Y (passed as ``y``, scikit-learn's
+convention for cross decomposition). Both fit from ONE pass of :class:`~ddr.stats.Moments` of
+the rows ``[x | y]`` (built block by block; Y is aligned to X's row chunks) and a small solve
+on the client, and both map each view to its scores blockwise, ``(x - mean) @ weights``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+import dask.array as da
+import numpy as np
+from sklearn.utils import check_array
+
+from ddr.base import DDRMixin, FitPlan, fit_context, map_rows, rank_limit
+from ddr.stats import Moments, lazy
+from ddr.stats._input import Rows, align_by_coordinate, as_rows, is_dask, is_xarray
+
+__all__ = ["TwoViewMixin"]
+
+
+def _project(X: np.ndarray, weights: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    """Scores ``(X - mean) @ weights`` of one block."""
+    return np.subtract(X, mean, dtype=np.float64) @ weights
+
+
+class TwoViewMixin(DDRMixin):
+    """Fit and transform of estimators of two paired views.
+
+    A subclass defines ``_check_width(n_samples, dx, dy) -> k`` (the number of pairs of
+    directions, or a ValueError), ``_finish(moments, dx, dy, k) -> self`` (the solve on the
+    client from the joint Moments of ``[x | y]``) and ``_projections()``, the
+    ``(weights, mean)`` pairs of X and of Y that map each view to its scores.
+    """
+
+    _n_components_limit = classmethod(rank_limit)
+
+    def _translation_invariant_output(self) -> str | None:
+        return "transform"
+
+    # ----------------------------------------------------------------- inputs
+    def _y_rows(self, y: Any, rows: Rows, sample_dim: Hashable | None) -> Rows:
+        name = type(self).__name__
+        if y is None:
+            raise ValueError(
+                f"{name} requires y to be passed, but the target y is None: call fit(X, Y) with "
+                "the second view Y of shape (n_samples, n_features_y)"
+            )
+        if is_xarray(y):
+            y = align_by_coordinate(y, rows, "Y")
+        if is_dask(y) or is_xarray(y):
+            yr = as_rows(y, sample_dim=sample_dim, name="Y")
+        else:
+            arr = check_array(y, ensure_2d=False, dtype=(np.float64, np.float32), input_name="Y")
+            yr = Rows(arr.reshape(-1, 1) if arr.ndim == 1 else arr, "numpy")
+        if yr.shape[0] != rows.shape[0]:
+            raise ValueError(
+                f"{name}: X has {rows.shape[0]} rows but Y has {yr.shape[0]}; the two views must "
+                "describe the same samples (paired rows)"
+            )
+        return yr
+
+    @staticmethod
+    def _joint(rows: Rows, yr: Rows) -> Any:
+        """``[X | Y]`` row block by row block (lazy when either view is dask)."""
+        if not rows.is_lazy and not yr.is_lazy:
+            return np.hstack(
+                [np.asarray(rows.data, dtype=np.float64), np.asarray(yr.data, dtype=np.float64)]
+            )
+        X, Y = rows.data, yr.data
+        if not rows.is_lazy:
+            X = da.from_array(X, chunks=(Y.chunks[0], -1))
+        if not yr.is_lazy:
+            Y = da.from_array(Y, chunks=(X.chunks[0], -1))
+        if Y.chunks[0] != X.chunks[0]:
+            Y = Y.rechunk({0: X.chunks[0]})
+        dtype = np.result_type(X.dtype, Y.dtype, np.float32)
+        return da.concatenate([X.astype(dtype), Y.astype(dtype)], axis=1).rechunk({1: -1})
+
+    # -------------------------------------------------------------------- fit
+    @fit_context
+    def fit(self, X: Any, y: Any, *, sample_dim: Hashable | None = None) -> Any:
+        """Fit from one pass of the joint moments of the paired views.
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features_x)
+        y : array-like, dask array or DataArray of shape (n_samples, n_features_y)
+            The second view Y (1-D is taken as one feature).
+        sample_dim : hashable, optional
+            The sample dim of DataArray inputs.
+
+        Returns
+        -------
+        self
+        """
+        return self._fit_plan(X, y, sample_dim=sample_dim).run()
+
+    @fit_context
+    def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan:
+        sample_dim = fit_params.get("sample_dim")
+        rows = self._rows(X, reset=True, sample_dim=sample_dim)
+        yr = self._y_rows(y, rows, sample_dim)
+        n, dx, dy = rows.shape[0], rows.shape[1], yr.shape[1]
+        k = self._check_width(n, dx, dy)
+        if n < 2:
+            raise ValueError(f"{type(self).__name__} needs at least 2 samples; got n_samples={n}")
+        stats = lazy(Moments, self._joint(rows, yr))
+        return FitPlan.over(rows, stats, lambda m: self._finish(m, dx, dy, k))
+
+    # -------------------------------------------------------------- transform
+    @property
+    def _n_features_out(self) -> int:
+        return self.n_components_
+
+    def transform(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> Any:
+        """Scores of X (and of Y when given), blockwise.
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features_x)
+        y : array-like, dask array or DataArray of shape (n_samples, n_features_y), optional
+
+        Returns
+        -------
+        x_scores : same form as X, shape (n_samples, n_components_)
+        y_scores : same form as Y, shape (n_samples, n_components_); only when Y is given
+        """
+        rows = self._rows(X, reset=False, sample_dim=sample_dim)
+        (wx, mx), (wy, my) = self._projections()
+        prefix = type(self).__name__.lower()
+        xs = map_rows(
+            rows,
+            _project,
+            n_out=self.n_components_,
+            dtype=np.float64,
+            new_dim="component",
+            name=f"{prefix}_x_scores",
+            args=(wx, mx),
+        )
+        if y is None:
+            return xs
+        yr = self._y_rows(y, rows, sample_dim)
+        if yr.shape[1] != self.n_features_y_:
+            raise ValueError(
+                f"Y has {yr.shape[1]} features, but {type(self).__name__} was fitted with "
+                f"{self.n_features_y_} features in Y"
+            )
+        ys = map_rows(
+            yr,
+            _project,
+            n_out=self.n_components_,
+            dtype=np.float64,
+            new_dim="component",
+            name=f"{prefix}_y_scores",
+            args=(wy, my),
+        )
+        return xs, ys
+
+    def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> Any:
+        """Fit, then return ``(x_scores, y_scores)`` (as scikit-learn's)."""
+        return self.fit(X, y, **fit_params).transform(X, y, **fit_params)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        return tags
