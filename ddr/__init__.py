@@ -36,6 +36,7 @@ _EXPORTS: dict[str, str] = {
     "LinearDiscriminantAnalysis": "ddr.discriminant_analysis.lda",
     # nonlinear and probabilistic reductions
     "KernelPCA": "ddr.decomposition.kernel_pca",
+    "Nystroem": "ddr.kernel_approximation.nystroem",
     "PPCA": "ddr.decomposition.ppca",
     "FactorAnalysis": "ddr.decomposition.factor_analysis",
     "CCA": "ddr.cross_decomposition.cca",

@@ -39,6 +39,7 @@ OVERRIDES = {
     "ppca-missing": ["max_iter=50", "k=4"],
     "kernel-pca-nystrom": ["landmarks=300"],
     "factor-analysis": ["k=4"],
+    "kernel-cca": ["split=6"],
 }
 
 #: pipelines that need another pipeline's outputs first

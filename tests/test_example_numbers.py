@@ -37,6 +37,7 @@ SHRINK_WIDE = {"--n-samples": 2000, "--n-features": 200, "--chunk-rows": 250}
 FIT = {
     "classify": ["train_end=3000", "test_start=3000"],
     "cca": ["split=15"],
+    "kernel-cca": ["split=15"],
 }
 
 
@@ -234,6 +235,25 @@ def check_cca(sets: list[str]) -> None:
         assert np.corrcoef(x[:, i], y[:, i])[0, 1] == pytest.approx(rho[i], abs=1e-6)
 
 
+def check_kernel_cca(sets: list[str]) -> None:
+    """Kernel CCA: correlations in [0, 1], falling, high for the shared signal, and the
+    correlations of the variates written; the Nystroem maps and the CCA reload and give them."""
+    rho = np.asarray(metrics("kernel-cca-output/metrics.json")["correlations"])
+    assert np.all(np.diff(rho) <= 1e-12) and np.all((rho >= 0) & (rho <= 1))
+    assert rho[0] > 0.9
+    ds = opened("kernel-cca-output/variates.zarr")
+    x, y = ds["x_variates"].values, ds["y_variates"].values
+    for i in range(rho.size):
+        assert np.corrcoef(x[:, i], y[:, i])[0, 1] == pytest.approx(rho[i], abs=1e-6)
+    # the saved maps and CCA give the variates written (the scaler refitted: one pass)
+    X = open_input("demo.zarr", "X").values[:, :15]
+    phi = ddr.load("kernel-cca-output/nystroem-x.model.zarr")
+    cca = ddr.load("kernel-cca-output/cca.model.zarr")
+    scaled = ddr.StandardScaler().fit(X).transform(X[:500])
+    assert phi.n_components_ == 300
+    np.testing.assert_allclose(cca.transform(phi.transform(scaled)), x[:500], rtol=1e-8, atol=1e-8)
+
+
 def check_apply_saved(sets: list[str]) -> None:
     ds = opened("applied-output/applied.zarr")
     new_acc = float((ds["label"] == ds["truth"]).mean())
@@ -265,6 +285,7 @@ CHECKS = {
     "classify": check_classify,
     "kde": check_kde,
     "cca": check_cca,
+    "kernel-cca": check_kernel_cca,
     "apply-saved": check_apply_saved,
     "one-pass-statistics": check_one_pass,
 }

@@ -1,1 +1,1 @@
-"""Canonical correlation analysis from one pass of joint moments."""
+"""Cross decompositions of two views: CCA and PLS-SVD from one pass of joint moments."""

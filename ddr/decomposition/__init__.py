@@ -1,1 +1,1 @@
-"""Decompositions: PCA, kernel PCA, probabilistic PCA."""
+"""Decompositions: PCA, kernel PCA, probabilistic PCA, factor analysis."""

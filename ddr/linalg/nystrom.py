@@ -11,8 +11,8 @@ on the data exactly, which is why Nystrom kernel PCA with ``m = n`` equals exact
 
 Everything that touches the data is blockwise:
 
-- :func:`sample_rows` reads only the rows it needs (for dask input, only the chunks that hold
-  them: at most one pass, counted as one);
+- :func:`sample_rows` (:func:`lazy_rows`, lazily) reads only the rows it needs (for dask
+  input, only the chunks that hold them: at most one pass, counted as one);
 - :class:`NystromMoments` is the :class:`~ddr.stats.Moments` of the mapped rows, computed per
   row block in sub-blocks so the (rows x m) kernel block stays a few MiB;
 - :func:`kernel_scores` evaluates ``k(X, C) @ coef - offset`` in sub-blocks (projections of
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Callable
 from typing import Any, Literal, Self
 
 import dask
@@ -40,6 +41,7 @@ __all__ = [
     "clip_psd_eigenvalues",
     "fit_nystrom",
     "kernel_scores",
+    "lazy_rows",
     "sample_rows",
     "select_landmarks",
 ]
@@ -61,28 +63,61 @@ def _sub_rows(width: int) -> int:
 
 
 # --------------------------------------------------------------------------- sampling
+def lazy_rows(X: Any, indices: np.ndarray) -> tuple[Any, Callable[[Any], np.ndarray]]:
+    """The rows ``X[indices]`` to compute, and what turns the computed value into them.
+
+    Parameters
+    ----------
+    X : ndarray or dask.array.Array of shape (n_samples, n_features)
+    indices : ndarray of int, unique
+        In any order: the rows come back in this order.
+
+    Returns
+    -------
+    selection : dask Delayed or ndarray
+        For dask input, the selected rows in row order, lazy: computing it reads only the
+        chunks that hold them, each at most once, and its chunk tasks are not fused, so a
+        ``dask.compute`` that also computes other work over X shares their reads.
+    finish : callable
+        Maps the computed selection to float64 rows in the order of ``indices`` (raising
+        ValueError for non-finite values).
+    """
+    indices = np.asarray(indices)
+    order = np.argsort(indices, kind="stable")
+    if is_dask(X):
+        parts = X[indices[order]].to_delayed(optimize_graph=False).ravel().tolist()
+        selection = dask.delayed(np.concatenate, pure=True)(parts, axis=0)
+    else:
+        selection = np.asarray(X)[indices[order]]
+    back = np.argsort(order, kind="stable")
+
+    def finish(value: Any) -> np.ndarray:
+        rows = np.asarray(value, dtype=np.float64)[back]
+        if not np.isfinite(rows).all():
+            check_finite(rows, hint=" (in the rows sampled as landmarks)")
+        return rows
+
+    return selection, finish
+
+
 def sample_rows(X: Any, indices: np.ndarray) -> np.ndarray:
     """Rows ``X[indices]`` as float64 numpy, reading only what holds them.
 
     Parameters
     ----------
     X : ndarray or dask.array.Array of shape (n_samples, n_features)
-    indices : ndarray of int, sorted, unique
+    indices : ndarray of int, unique
+        In any order: the rows come back in this order.
 
     Returns
     -------
     ndarray of shape (len(indices), n_features)
         For dask input the selection is computed under the active scheduler; dask reads only
-        the chunks that contain a selected row.
+        the chunks that contain a selected row (:func:`lazy_rows`).
     """
-    if is_dask(X):
-        (rows,) = dask.compute(X[indices])
-    else:
-        rows = np.asarray(X)[indices]
-    rows = np.asarray(rows, dtype=np.float64)
-    if not np.isfinite(rows).all():
-        check_finite(rows, hint=" (in the rows sampled as landmarks)")
-    return rows
+    selection, finish = lazy_rows(X, indices)
+    (value,) = dask.compute(selection)
+    return finish(value)
 
 
 def select_landmarks(
@@ -221,6 +256,13 @@ class NystromMap:
     @property
     def n_features_out(self) -> int:
         return self.normalization.shape[1]
+
+    def symmetric(self) -> NystromMap:
+        """The same map in the landmarks' basis: ``k(x, L) K_LL^{+1/2}``, one column per
+        landmark (scikit-learn's Nystroem features), ``normalization`` ``U_r S_r^{-1/2}
+        U_r^T``. Inner products of the features are unchanged (a rotation)."""
+        U = self.normalization * np.sqrt(self.eigenvalues)
+        return NystromMap(self.landmarks, self.normalization @ U.T, self.eigenvalues, self.kernel)
 
     def transform(self, X: np.ndarray) -> np.ndarray:
         """phi(X), shape (n, r), in float64 (sub-blocked)."""

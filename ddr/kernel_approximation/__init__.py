@@ -1,0 +1,1 @@
+"""Kernel feature maps: the Nystroem approximation, out of core."""

@@ -1,0 +1,236 @@
+"""The Nystroem kernel feature map, with scikit-learn's names, landmarks drawn out of core.
+
+With m landmark rows L drawn from the data, ``phi(x) = k(x, L) K_LL^{+1/2}`` (m columns), so
+that ``phi(x)^T phi(y) = k(x, L) K_LL^+ k(L, y)``: the kernel is exact between any row and a
+landmark and approximated elsewhere; with every row a landmark the features reproduce the
+kernel matrix of the data. It is the *modular method* of seed 004: the rows mapped to
+vectors whose inner products are the kernel's, then any linear method on them (kernel CCA =
+``Nystroem`` on each view + ``CCA(reg=...)``, kernel FDA = ``Nystroem`` +
+``LinearDiscriminantAnalysis``).
+
+The landmarks, the eigensystem of ``K_LL`` (tiny eigenvalues dropped, negative ones clipped
+with a warning) and the blockwise map are :mod:`ddr.linalg.nystrom`'s, the code of
+:class:`~ddr.KernelPCA`'s Nystrom method.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Hashable
+from numbers import Integral, Real
+from typing import Any, ClassVar
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from ddr.base import FEATURE, DDRMixin, FitPlan, InvalidParameterError, fit_context, map_rows
+from ddr.linalg.kernels import KERNELS, KernelSpec, make_kernel
+from ddr.linalg.nystrom import fit_nystrom, kernel_scores, lazy_rows
+
+__all__ = ["Nystroem"]
+
+
+class Nystroem(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Approximate a kernel map with m landmark rows (the Nystroem method), out of core.
+
+    Parameters
+    ----------
+    kernel : {"linear", "poly", "rbf", "laplacian", "sigmoid", "cosine"} or callable, \
+default="rbf"
+        Kernel, with scikit-learn's formulas (:mod:`ddr.linalg.kernels`). A callable is
+        ``kernel(X, Y, **kernel_params) -> (n_x, n_y) ndarray`` evaluated on blocks.
+    gamma : float or None, default=None
+        Coefficient of rbf, laplacian, poly and sigmoid; None means ``1 / n_features``.
+    coef0 : float or None, default=None
+        Independent term of poly and sigmoid; None means 1.
+    degree : float or None, default=None
+        Degree of poly; None means 3.
+    kernel_params : dict or None, default=None
+        Keyword arguments of a callable kernel.
+    n_components : int, default=100
+        Number m of landmarks, and of output features. Above the number of rows it is set
+        to it, with a warning (as scikit-learn).
+    random_state : int or None, default=0
+        Seed of the landmark draw, scikit-learn's: the rows ``permutation(n)[:m]`` of
+        ``RandomState(random_state)``, so the same seed picks the same landmarks as
+        scikit-learn's ``Nystroem``. None draws different landmarks at every fit.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components_, n_features)
+        The landmark rows.
+    component_indices_ : ndarray of shape (n_components_,)
+        Their indices in the training data.
+    normalization_ : ndarray of shape (n_components_, n_components_)
+        ``K_LL^{+1/2}``: the inverse square root of the landmarks' kernel matrix on its
+        numerically positive part. Features are ``k(X, components_) @ normalization_.T``.
+    gamma_ : float
+        The kernel coefficient used.
+    n_components_, n_features_in_ : int
+
+    Notes
+    -----
+    ``fit`` reads only the landmark rows (for dask input only the chunks that hold them: at
+    most one pass); ``transform`` is blockwise and lazy for dask input. Where scikit-learn
+    floors the eigenvalues of ``K_LL`` at 1e-12 (and amplifies rounding along the null
+    directions by 10^6), ddr drops those below ``max * m * eps``; a kernel that is not
+    positive semi-definite on the landmarks (sigmoid, some callables) has its negative
+    eigenvalues clipped with a :class:`~ddr.linalg.kernels.KernelNotPSDWarning`.
+    """
+
+    _component_prefix: ClassVar[str | None] = "NY"
+    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
+        "components_": ("landmark", FEATURE),
+    }
+
+    def __init__(
+        self,
+        kernel: Any = "rbf",
+        *,
+        gamma: float | None = None,
+        coef0: float | None = None,
+        degree: float | None = None,
+        kernel_params: dict | None = None,
+        n_components: int = 100,
+        random_state: int | None = 0,
+    ) -> None:
+        self.kernel = kernel
+        self.gamma = gamma
+        self.coef0 = coef0
+        self.degree = degree
+        self.kernel_params = kernel_params
+        self.n_components = n_components
+        self.random_state = random_state
+
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "kernel": [StrOptions(set(KERNELS)), callable],
+        "gamma": [Interval(Real, 0, None, closed="neither"), None],
+        "coef0": [Interval(Real, None, None, closed="neither"), None],
+        "degree": [Interval(Real, 0, None, closed="left"), None],
+        "kernel_params": [dict, None],
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "random_state": [Interval(Integral, 0, 2**32 - 1, closed="both"), None],
+    }
+
+    def _check_param_combination(self) -> None:
+        if self.kernel_params and isinstance(self.kernel, str):
+            raise InvalidParameterError(
+                "The 'kernel_params' parameter of Nystroem is passed to a callable kernel "
+                f"only; kernel={self.kernel!r} takes gamma/degree/coef0. Got "
+                f"{self.kernel_params!r} instead."
+            )
+
+    @classmethod
+    def _output_width(
+        cls, params: dict[str, Any], n_samples: int | None, n_features: int | None
+    ) -> int | None:
+        m = int(params["n_components"])
+        return min(m, n_samples) if n_samples else m
+
+    @classmethod
+    def _n_components_limit(
+        cls, n_samples: int | None, n_features: int | None
+    ) -> tuple[int, str] | None:
+        return (n_samples, f"n_samples={n_samples}") if n_samples else None
+
+    def _translation_invariant_output(self) -> str | None:
+        return "transform" if self.kernel in ("rbf", "laplacian") else None
+
+    # ---------------------------------------------------------------------- fit
+    def _kernel(self, n_features: int, gamma: float | None) -> KernelSpec:
+        return make_kernel(
+            self.kernel,
+            gamma=gamma,
+            degree=3 if self.degree is None else self.degree,
+            coef0=1.0 if self.coef0 is None else self.coef0,
+            n_features=n_features,
+            kernel_params=self.kernel_params,
+            owner=type(self).__name__,
+        )
+
+    @fit_context
+    def fit(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> Nystroem:
+        """Draw the landmarks and build the feature map.
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        y : ignored
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X.
+
+        Returns
+        -------
+        self
+        """
+        return self._fit_plan(X, y, sample_dim=sample_dim).run()
+
+    @fit_context
+    def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan:
+        """The fit as one lazy read of the landmark rows and the map built from them."""
+        rows = self._rows(X, reset=True, sample_dim=fit_params.get("sample_dim"))
+        n = rows.shape[0]
+        m = int(self.n_components)
+        if m > n:
+            warnings.warn(
+                f"Nystroem: n_components={m} > n_samples={n}; n_components was set to "
+                f"n_samples={n} (every row a landmark: the features then reproduce the kernel "
+                "matrix of the data, at the cost of evaluating the full kernel)",
+                UserWarning,
+                stacklevel=4,
+            )
+            m = n
+        spec = self._kernel(rows.shape[1], self.gamma)
+        indices = check_random_state(self.random_state).permutation(n)[:m]
+        selection, landmark_rows = lazy_rows(rows.data, indices)
+
+        def finish(value: Any) -> Nystroem:
+            fmap = fit_nystrom(landmark_rows(value), spec, stacklevel=5).symmetric()
+            self.components_ = fmap.landmarks
+            self.component_indices_ = indices
+            self.normalization_ = fmap.normalization
+            self.gamma_ = spec.gamma
+            self.n_components_ = m
+            return self
+
+        return FitPlan.over(rows, selection, finish)
+
+    # ---------------------------------------------------------------- transform
+    @property
+    def _n_features_out(self) -> int:
+        return self.n_components_
+
+    def transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
+        """The features ``k(X, components_) @ normalization_.T``, blockwise.
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        sample_dim : hashable, optional
+
+        Returns
+        -------
+        ndarray, dask array or DataArray of shape (n_samples, n_components_)
+        """
+        rows = self._rows(X, reset=False, sample_dim=sample_dim)
+        return map_rows(
+            rows,
+            kernel_scores,
+            n_out=self.n_components_,
+            dtype=np.float64,
+            new_dim="component",
+            name="nystroem_transform",
+            args=(
+                self.components_,
+                self.normalization_.T,
+                None,
+                self._kernel(self.n_features_in_, self.gamma_),
+            ),
+        )
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags
