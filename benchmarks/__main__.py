@@ -22,7 +22,7 @@ from benchmarks import suites
 from benchmarks.harness import DATASETS, Context, Row, format_cell, machine_description
 
 HERE = Path(__file__).parent
-ORDER = ["foundation", "linear", "generative", "nonlinear", "pipeline", "scaling"]
+ORDER = ["foundation", "linear", "generative", "nonlinear", "latent", "pipeline", "scaling"]
 
 
 def available_suites() -> list[str]:

@@ -26,10 +26,10 @@ iteration.
 
 Factor analysis is the same model with a diagonal noise covariance ``Psi = diag(psi)`` (seed
 004): ``s2`` is then a vector. Its posteriors are PPCA's with unit noise for the rows scaled by
-``psi^{-1/2}`` (and W likewise), so the sums are accumulated in that scaled space and mapped
-back to the data's units (``yz_j * psi_j^{1/2}``, ``yy_j * psi_j``, and ``-1/2 sum_j count_j
-log psi_j`` added to the log-likelihood); the M-step then estimates one variance per feature
-instead of pooling them.
+``psi^{-1/2}`` (and W likewise); the sums stay in the data's units (the scaling of complete
+rows is folded into the loadings of their products, so they are never copied), the
+log-likelihood gets ``-1/2 sum_j count_j log psi_j`` back, and the M-step estimates one
+variance per feature instead of pooling them.
 """
 
 from __future__ import annotations
@@ -217,10 +217,21 @@ def _products(Y: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _Acc:
-    """Running sums of one block (mutable; becomes a frozen :class:`PPCASums`)."""
+    """Running sums of one block (mutable; becomes a frozen :class:`PPCASums`).
 
-    def __init__(self, d: int, q: int) -> None:
+    ``unit`` are the parameters with unit noise (:meth:`PPCAParams.whitened`) and ``inv_sd``
+    the scales of the rows that go with them (None for isotropic noise). The posteriors are
+    those of the scaled rows ``Y' = Y diag(inv_sd)``, but every sum is kept in the data's
+    units, and complete rows are never scaled: ``Y' W' = Y (diag(inv_sd) W')`` folds the
+    scaling into the loadings of the products.
+    """
+
+    def __init__(self, d: int, q: int, unit: PPCAParams, inv_sd: np.ndarray | None) -> None:
         self.q = q
+        self.unit = unit
+        self.inv_sd = inv_sd
+        self.w_products = unit.W if inv_sd is None else unit.W * inv_sd[:, None]
+        self.minv, self.logdet = unit.shared_minv()
         self.zz_shared = np.zeros((q + 1, q + 1))
         self.zz_total = np.zeros((q + 1, q + 1))
         self.zz_feature: np.ndarray | None = None
@@ -230,13 +241,12 @@ class _Acc:
         self.loglik = 0.0
         self.n_empty = 0
 
+    def products(self, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``B1 = [Y' W', 1]`` and ``Y^T B1`` (the last column: the column sums of Y)."""
+        return _products(Y, self.w_products)
+
     def add_complete(
-        self,
-        Y: np.ndarray,
-        params: PPCAParams,
-        minv: np.ndarray,
-        logdet: float,
-        products: tuple[np.ndarray, np.ndarray] | None = None,
+        self, Y: np.ndarray, products: tuple[np.ndarray, np.ndarray] | None = None
     ) -> None:
         """Sums of fully observed rows, without forming the posterior means row by row.
 
@@ -245,14 +255,14 @@ class _Acc:
         ``sum b^T M^{-1} b = tr(M^{-1} B^T B)``: two (rows x d x q) GEMMs per block, with a
         column of ones appended to B so the second also gives the column sums of Y.
         """
-        q = self.q
+        q, minv, s2 = self.q, self.minv, self.unit.s2
         m, d = Y.shape
-        B1, YB1 = _products(Y, params.W) if products is None else products
+        B1, YB1 = self.products(Y) if products is None else products
         G1 = B1.T @ B1  # [[B^T B, sum b], [sum b^T, m]]
         G = G1[:q, :q]
         sz = G1[:q, q] @ minv
         yy = np.einsum("ij,ij->j", Y, Y)
-        ezz = minv @ G @ minv + m * params.s2 * minv
+        ezz = minv @ G @ minv + m * s2 * minv
         for target in (self.zz_shared, self.zz_total):
             target[:q, :q] += ezz
             target[:q, q] += sz
@@ -262,19 +272,21 @@ class _Acc:
         self.yz[:, q] += YB1[:, q]
         self.yy += yy
         self.count += m
-        quad = float(yy.sum()) - float(np.sum(minv * G))
-        const = d * _LOG_2PI + (d - q) * np.log(params.s2) + logdet
-        self.loglik += -0.5 * (m * const + quad / params.s2)
+        scaled_yy = float(yy.sum()) if self.inv_sd is None else float(yy @ self.inv_sd**2)
+        quad = scaled_yy - float(np.sum(minv * G))
+        const = d * _LOG_2PI + (d - q) * np.log(s2) + self.logdet
+        self.loglik += -0.5 * (m * const + quad / s2)
 
-    def add_missing(self, Y: np.ndarray, nan: np.ndarray, params: PPCAParams) -> None:
+    def add_missing(self, Y: np.ndarray, nan: np.ndarray) -> None:
         q = self.q
         m, d = Y.shape
         obs = (~nan).astype(np.float64)
         Yf = np.where(nan, 0.0, Y)
-        Ez, minv_n, ll = row_posterior(Yf, obs, params)
+        scaled = Yf if self.inv_sd is None else Yf * self.inv_sd
+        Ez, minv_n, ll = row_posterior(scaled, obs, self.unit)
         # E[z~ z~^T] per row, flattened, then summed per feature by one GEMM with the mask
         ezz = np.empty((m, q + 1, q + 1))
-        ezz[:, :q, :q] = params.s2 * minv_n + Ez[:, :, None] * Ez[:, None, :]
+        ezz[:, :q, :q] = self.unit.s2 * minv_n + Ez[:, :, None] * Ez[:, None, :]
         ezz[:, :q, q] = Ez
         ezz[:, q, :q] = Ez
         ezz[:, q, q] = 1.0
@@ -378,19 +390,16 @@ class PPCASums(Statistic):
         acc = cls.empty(d, q)
         if n == 0:
             return acc
-        # diagonal noise: accumulate for the scaled rows (unit noise), map back at the end
+        # diagonal noise: the posteriors of the rows scaled to unit noise (see _Acc)
         unit, inv_sd = params.whitened()
-        minv, logdet = unit.shared_minv()
         step = small_gemm_rows(d, q + 1, lo=128, hi=4096)
-        a = _Acc(d, q)
+        a = _Acc(d, q, unit, inv_sd)
         centre = Centring(params.mu, min(step, n))
         for start in range(0, n, step):
             Y = centre(X[start : start + step])
-            if inv_sd is not None:
-                Y *= inv_sd
-            products = _products(Y, unit.W)
+            products = a.products(Y)
             if np.isfinite(products[1][:, q]).all():  # column sums finite: no NaN, no inf
-                a.add_complete(Y, unit, minv, logdet, products)
+                a.add_complete(Y, products)
                 continue
             nan = np.isnan(Y)
             if np.isinf(Y).any() or not nan.any():
@@ -398,15 +407,13 @@ class PPCASums(Statistic):
                 raise ValueError("X has values too large to accumulate in float64")
             partial = nan.any(axis=1)
             if partial.all():
-                a.add_missing(Y, nan, unit)
+                a.add_missing(Y, nan)
             else:
-                a.add_complete(Y[~partial], unit, minv, logdet)
-                a.add_missing(Y[partial], nan[partial], unit)
+                a.add_complete(Y[~partial])
+                a.add_missing(Y[partial], nan[partial])
         zz_feature = np.zeros((0, q + 1, q + 1)) if a.zz_feature is None else a.zz_feature
-        yz, yy, loglik = a.yz, a.yy, a.loglik
-        if inv_sd is not None:
-            yz = yz / inv_sd[:, None]
-            yy = yy * params.s2
+        loglik = a.loglik
+        if inv_sd is not None:  # the log-densities of the scaled rows, back to the data's
             loglik -= 0.5 * float(a.count @ np.log(params.s2))
         return cls(
             n,
@@ -416,8 +423,8 @@ class PPCASums(Statistic):
             loglik,
             a.zz_shared,
             zz_feature,
-            yz,
-            yy,
+            a.yz,
+            a.yy,
             a.zz_total,
         )
 
