@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Hashable
+from numbers import Integral
 from typing import Any, ClassVar, NamedTuple
 
 import dask.array as da
@@ -20,7 +21,7 @@ import numpy as np
 from scipy import linalg
 from sklearn.utils.validation import check_is_fitted
 
-from ddr.base import DDRMixin, map_rows
+from ddr.base import DDRMixin, fit_context, map_rows
 from ddr.em import EMState, fit_em
 from ddr.stats._input import Rows, is_dask, is_xarray
 from ddr.stats.ppca_sums import PPCAParams, PPCASums, complete_posterior, row_posterior
@@ -230,9 +231,10 @@ class _EMProblem:
 class LatentGaussianModel(DDRMixin):
     """Fit by EM and read-outs of ``x = W z + mu + e`` (PPCA and factor analysis).
 
-    Subclasses hold the model in their own fitted attributes and define three methods:
+    Subclasses hold the model in their own fitted attributes and define four methods:
     ``_model() -> PPCAParams`` (the fitted model back from them), ``_set_model(params)``
-    (store a fitted model in them) and ``_start(rows, q) -> EMState`` (where EM starts, one
+    (store a fitted model in them), ``_check_shape(n_samples, n_features) -> q`` (the number
+    of components, or a ValueError) and ``_start(rows, q) -> EMState`` (where EM starts, one
     pass over the data); everything else is here. ``_loglik_attribute`` names the fitted
     attribute that holds the log-likelihood per EM iteration; ``_em_what`` prefixes the
     progress records. ``tol``, ``max_iter`` and ``warm_start`` are their parameters.
@@ -241,6 +243,38 @@ class LatentGaussianModel(DDRMixin):
     _em_what: ClassVar[str] = "EM"
 
     # ---------------------------------------------------------------------- fit
+    @fit_context
+    def fit(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> Any:
+        """Fit the model to the rows of X (NaN marks missing values; PPCA's closed form needs
+        complete data).
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        y : ignored
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X.
+
+        Returns
+        -------
+        self
+        """
+        plan = self._fit_plan(X, y, sample_dim=sample_dim)
+        if plan is not None:  # a one-pass fit (PPCA's closed form)
+            return plan.run()
+        resume = self._resume_state()
+        rows = self._rows(X, reset=True, sample_dim=sample_dim, allow_nan=True)
+        q = self._check_shape(*rows.shape)
+        self._fit_em(rows, q, resume)
+        return self
+
+    def _pass_statistics(self, n_features: int) -> list[tuple[Any, int]]:
+        """The E-step sums of an EM iteration (with missing entries, the widest case)."""
+        q = self.n_components if isinstance(self.n_components, Integral) else n_features
+        q = max(1, min(int(q), n_features))
+        params = PPCAParams(np.zeros((n_features, q)), np.zeros(n_features), 1.0)
+        return [(PPCASums.spec(params=params), n_features)]
+
     def _resume_state(self) -> EMState | None:
         """With ``warm_start=True`` and a fitted model: that model as an EM state to continue
         from (take it before the new data reset ``n_features_in_``); else None."""

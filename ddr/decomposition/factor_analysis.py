@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Hashable
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
@@ -38,7 +37,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.decomposition._factor_analysis import _ortho_rotation
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ddr.base import FEATURE, fit_context
+from ddr.base import FEATURE
 from ddr.decomposition._latent_gaussian import (
     NOISE_FLOOR,
     LatentGaussianModel,
@@ -237,27 +236,6 @@ class FactorAnalysis(
                 f"{n_features}; got n_components={q}"
             )
         return q
-
-    @fit_context
-    def fit(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> FactorAnalysis:
-        """Fit the model to the rows of X (NaN marks missing values).
-
-        Parameters
-        ----------
-        X : array-like, dask array or DataArray of shape (n_samples, n_features)
-        y : ignored
-        sample_dim : hashable, optional
-            The sample dim of a DataArray X.
-
-        Returns
-        -------
-        self
-        """
-        resume = self._resume_state()
-        rows = self._rows(X, reset=True, sample_dim=sample_dim, allow_nan=True)
-        q = self._check_shape(*rows.shape)
-        self._fit_em(rows, q, resume)
-        return self
 
     def _noise_init(self, var: np.ndarray) -> np.ndarray:
         if self.noise_variance_init is None:

@@ -11,7 +11,9 @@ Model (Tipping and Bishop, 1999): ``x = W z + mu + e``, ``z ~ N(0, I_q)``,
   (posterior moments of every row from its observed entries only, summed per feature as in
   Ilin and Raiko, 2010) and an M-step on the client that updates W, mu and sigma^2 jointly.
   The log-likelihood of the observed entries comes out of the same pass
-  (``loglik_curve_``); iterations stop when its relative increase falls below ``tol``.
+  (``loglik_curve_``); iterations stop when its relative increase falls below ``tol``. The
+  loop is :func:`ddr.em.fit_em`; the model, the M-step and the read-outs are shared with
+  factor analysis (:mod:`ddr.decomposition._latent_gaussian`).
 
 Fitted components are put in canonical form: ``W = U diag(explained_variance_ -
 noise_variance_)^{1/2}`` with orthonormal ``components_ = U^T`` (signs: largest loading
@@ -23,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Hashable
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
@@ -192,37 +193,6 @@ class PPCA(LatentGaussianModel, ClassNamePrefixFeaturesOutMixin, TransformerMixi
         return q
 
     # ---------------------------------------------------------------------- fit
-    @fit_context
-    def fit(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> PPCA:
-        """Fit the model to the rows of X (NaN marks missing values with ``solver="em"``).
-
-        Parameters
-        ----------
-        X : array-like, dask array or DataArray of shape (n_samples, n_features)
-        y : ignored
-        sample_dim : hashable, optional
-            The sample dim of a DataArray X.
-
-        Returns
-        -------
-        self
-        """
-        plan = self._fit_plan(X, y, sample_dim=sample_dim)
-        if plan is not None:
-            return plan.run()
-        resume = self._resume_state()
-        rows = self._rows(X, reset=True, sample_dim=sample_dim, allow_nan=True)
-        q = self._check_shape(*rows.shape)
-        self._fit_em(rows, q, resume)
-        return self
-
-    def _pass_statistics(self, n_features: int) -> list[tuple[Any, int]]:
-        """The E-step sums of an EM iteration (with missing entries, the widest case)."""
-        q = self.n_components if isinstance(self.n_components, Integral) else n_features - 1
-        q = max(1, min(int(q), n_features - 1))
-        params = PPCAParams(np.zeros((n_features, q)), np.zeros(n_features), 1.0)
-        return [(PPCASums.spec(params=params), n_features)]
-
     @fit_context
     def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan | None:
         """The closed-form fit is one pass of Moments; EM is iterative (None)."""

@@ -229,8 +229,3 @@ default="rbf"
                 self._kernel(self.n_features_in_, self.gamma_),
             ),
         )
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False
-        return tags
