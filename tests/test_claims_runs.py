@@ -193,10 +193,13 @@ def test_wait_then_resume_keeps_what_the_other_run_completed(here):
     """B (``--wait --resume``) waits for A, then plans again: A's outputs, complete and
     with B's fingerprint, are kept, not rewritten."""
     here, out = here
-    a = _ddr(here, ["--set", f"out={out}"], "a", delay=0.5)
+    # A is slow enough for B to start (a loaded machine takes seconds to import ddr) and
+    # must still run when B says it waits: otherwise B never waited and the test tests nothing
+    a = _ddr(here, ["--set", f"out={out}"], "a", delay=2.0)
     claim = resolve(out).joinpath("scores.zarr" + CLAIM_SUFFIX)
     _wait_for(claim.exists, 120, "run A to claim its outputs", a, here)
     b = _ddr(here, ["--set", f"out={out}", "--resume", "--wait"], "b")
+    _wait_for(lambda: "waiting for run " in _err(here, "b"), 120, "run B to wait for A", a, here)
     assert a.wait(timeout=300) == 0, _err(here, "a")
     assert b.wait(timeout=300) == 0, _err(here, "b")
     said = _err(here, "b")
