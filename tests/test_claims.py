@@ -135,7 +135,11 @@ def test_wait_is_bounded(where):
     out = resolve(f"{where}/a.zarr")
     with OutputClaims([out]) as first:
         started = time.monotonic()
-        with pytest.raises(ClaimError, match=r"still being written by another run after 1 s"):
+        with pytest.raises(
+            ClaimError,
+            match=r"still being written by another run after 1 s, the time it was given to "
+            r"wait: run ",
+        ):
             OutputClaims([out], wait=1.0).acquire()
         assert time.monotonic() - started < 5
         assert json.loads(claim_location(out).read_bytes())["run"] == first.run

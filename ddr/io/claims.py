@@ -310,7 +310,8 @@ class OutputClaims:
             if self.wait is not True and now - start >= float(self.wait):
                 raise ClaimError(
                     f"the output {claim.output.shown} is still being written by another run "
-                    f"after {now - start:.0f} s of waiting: {other.describe()}"
+                    f"after {float(self.wait):g} s, the time it was given to wait: "
+                    f"{other.describe()}"
                 )
             if not self.waited:
                 logger.info(
