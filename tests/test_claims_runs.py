@@ -138,8 +138,9 @@ def test_a_paused_run_taken_over_never_mixes_outputs(here):
     # what run B writes when nobody is in its way
     ref = _ddr(here, ["--set", "data=b.zarr", "--set", "out=ref"], "ref")
     assert ref.wait(timeout=300) == 0, _err(here, "ref")
-    # run A: slowed, holds its outputs while it reads and writes
-    a = _ddr(here, ["--set", f"out={out}"], "a", delay=1.0)
+    # run A: slowed (3 s a chunk: a loaded machine may not run this test's process for
+    # seconds, and A must still be writing when it is paused), holds its outputs meanwhile
+    a = _ddr(here, ["--set", f"out={out}"], "a", delay=3.0)
     try:
         claim = resolve(out).joinpath("scores.zarr" + CLAIM_SUFFIX)
         _wait_for(claim.exists, 120, "run A to claim its outputs", a, here)
