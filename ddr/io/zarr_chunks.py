@@ -10,8 +10,13 @@ own store and codec pipeline, so every codec zarr reads is read the same way. Pe
 100 float32 zstd chunk in a dask worker's environment: ~100 ms through ``__getitem__``,
 ~88 ms through zarr's pipeline without the copy, ~62 ms decoded by ddr. Arrays where none of
 this applies (sharded arrays, v2 arrays in Fortran order, dask chunks other than the stored
-ones) fall back to :func:`dask.array.from_zarr`, and so does every array with a zarr that
-lacks what the reader needs (:mod:`ddr.io.zarr_internals`), after a warning that says so.
+ones) are read by zarr's slicing, as :func:`dask.array.from_zarr` reads them, and so is every
+array with a zarr that lacks what the reader needs (:mod:`ddr.io.zarr_internals`), after a
+warning that says so.
+
+A chunk that cannot be decoded (random bytes, a truncated file, a frame of the wrong size)
+raises :class:`CorruptChunkError` naming the array (its redacted location) and the chunk's
+store key, on either path.
 
 The blocks of such an array are read-only: operations produce new arrays as usual, only
 in-place writes into a block are refused.
@@ -19,6 +24,7 @@ in-place writes into a block are refused.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -32,11 +38,41 @@ from zarr.storage import LocalStore
 
 from ddr.io import zarr_internals
 from ddr.io.chunk_decode import ChunkDecoder, read_chunk_file
+from ddr.io.redaction import redact
 
-__all__ = ["StoredChunks", "from_zarr"]
+__all__ = ["CorruptChunkError", "StoredChunks", "direct_readable", "from_zarr"]
+
+# what numcodecs and zarr raise for bytes that do not decode to the chunk (storage errors are
+# OSErrors and pass through untouched)
+_DECODE_ERRORS = (RuntimeError, ValueError, TypeError)
 
 
-def _direct_supported(z: zarr.Array) -> bool:
+class CorruptChunkError(ValueError):
+    """A stored chunk of an input array could not be decoded.
+
+    Attributes
+    ----------
+    array : str
+        The array's location (redacted).
+    key : str
+        The chunk's store key, relative to the array.
+    """
+
+    def __init__(self, array: str, key: str, detail: str) -> None:
+        self.array = array
+        self.key = key
+        self.detail = detail
+        super().__init__(
+            f"chunk {key} of {array} is corrupt ({detail}): a truncated or damaged copy? "
+            "Copy the array again from its source"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # raised in a worker, unpickled in the client: rebuilt from its parts, not its message
+        return type(self), (self.array, self.key, self.detail)
+
+
+def direct_readable(z: zarr.Array) -> bool:
     """Whether ddr reads ``z``'s stored chunks itself: an unsharded array in C order, with a
     zarr that has what the reader needs (else a warning, once, says what it lacks)."""
     # zarr's pipeline hands back a v2 Fortran-order chunk in storage order; its reads reorder it
@@ -79,7 +115,7 @@ class StoredChunks:
         self.dtype = array.dtype
         self.ndim = len(self.shape)
         self.chunks = tuple(array.chunks)
-        self.direct = _direct_supported(array)
+        self.direct = direct_readable(array)
         self.decoder = ChunkDecoder.for_array(array) if self.direct else None
         self.pipeline = self.direct and _pipeline_supported(array, needed=self.decoder is None)
 
@@ -87,6 +123,12 @@ class StoredChunks:
         return ("ddr-stored-chunks", tokenize(self.array))
 
     def __getitem__(self, key: Any) -> np.ndarray:
+        try:
+            return self._read(key)
+        except _DECODE_ERRORS as e:
+            raise self._corrupt(key, e) from e
+
+    def _read(self, key: Any) -> np.ndarray:
         coords = self._chunk_of(key) if self.direct else None
         if coords is None:
             return self.array[key]
@@ -95,6 +137,31 @@ class StoredChunks:
             return self.array[key]
         edge = zip(coords, self.chunks, self.shape, strict=True)
         return chunk[tuple(slice(0, min(c, s - i * c)) for i, c, s in edge)]
+
+    def _corrupt(self, key: Any, cause: BaseException) -> CorruptChunkError:
+        """The error naming the chunk of ``key`` that does not decode: the one it selects,
+        or the first of those it covers that zarr fails to read alone (a shard, for a
+        sharded array: its store key)."""
+        where = redact(str(self.array.store_path))
+        if not isinstance(key, tuple) or not all(isinstance(k, slice) for k in key):
+            return CorruptChunkError(where, f"selection {key}", _detail(cause))  # not from dask
+        per_key = getattr(self.array, "shards", None) or self.chunks
+        grid = []
+        for sl, c, s in zip(key, per_key, self.shape, strict=True):
+            start, stop, _ = sl.indices(s)
+            grid.append(range(start // c, max(start, stop - 1) // c + 1))
+        covered = list(itertools.product(*grid))
+        for coords in covered if len(covered) > 1 else ():
+            one = tuple(slice(i * c, (i + 1) * c) for i, c in zip(coords, per_key, strict=True))
+            try:
+                self.array[one]
+            except _DECODE_ERRORS as e:
+                return CorruptChunkError(
+                    where, zarr_internals.chunk_key(self.array, coords), _detail(e)
+                )
+        return CorruptChunkError(
+            where, zarr_internals.chunk_key(self.array, covered[0]), _detail(cause)
+        )
 
     def _chunk_of(self, key: Any) -> tuple[int, ...] | None:
         """The coordinates of the stored chunk ``key`` selects whole, else None."""
@@ -109,6 +176,10 @@ class StoredChunks:
                 return None
             coords.append(start // c)
         return tuple(coords)
+
+
+def _detail(cause: BaseException) -> str:
+    return f"{type(cause).__name__}: {redact(str(cause))}"
 
 
 def _read_chunk(
@@ -210,16 +281,11 @@ def from_zarr(
         loc = resolve(url, storage_options)
         with loc.errors("read"):
             z = zarr.open_array(store=loc.store(), path=component or "", mode="r")
-    stored = tuple(z.chunks)
-    other = chunks is not None and da.core.normalize_chunks(
-        chunks, z.shape, dtype=z.dtype
-    ) != da.core.normalize_chunks(stored, z.shape, dtype=z.dtype)
-    if other or not _direct_supported(z):
-        if getitem is None:
-            return da.from_zarr(z, chunks=chunks if other else None)
-        name = "from-zarr-" + tokenize(z, chunks, getitem)
-        return da.from_array(z, chunks=chunks if other else stored, name=name, getitem=getitem)
+    stored = da.core.normalize_chunks(tuple(z.chunks), z.shape, dtype=z.dtype)
+    normal = stored if chunks is None else da.core.normalize_chunks(chunks, z.shape, dtype=z.dtype)
     source = StoredChunks(z)
-    name = "ddr-from-zarr-" + (tokenize(source) if getitem is None else tokenize(source, getitem))
+    # dask's from_zarr's prefix when zarr slices every chunk, as it would
+    prefix = "ddr-from-zarr-" if source.direct and normal == stored else "from-zarr-"
+    name = prefix + tokenize(source, normal, getitem)
     kwargs = {} if getitem is None else {"getitem": getitem}
-    return da.from_array(source, chunks=stored, name=name, asarray=False, fancy=False, **kwargs)
+    return da.from_array(source, chunks=normal, name=name, asarray=False, fancy=False, **kwargs)

@@ -105,7 +105,11 @@ def as_rows(
         if len(X.chunks[1]) > 1 and not allow_column_chunks:
             raise ValueError(row_chunk_message(X.chunks, name))
         _check_numeric(X.dtype, name)
-        return Rows(X, "dask")
+        # ddr.io's chunk reader is a leaf (zarr, dask, numpy): imported here, not at the top,
+        # so that stats keeps no import-time tie to the I/O layer above it
+        from ddr.io.zarr_graphs import with_ddr_reader
+
+        return Rows(with_ddr_reader(X), "dask")
     X = np.asarray(X)
     if X.ndim != 2:
         raise ValueError(
