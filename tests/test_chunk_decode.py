@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import pickle
 import threading
 
 import dask
@@ -24,7 +25,7 @@ from zarr.storage import LocalStore, MemoryStore
 
 from ddr.io import chunk_decode
 from ddr.io.chunk_decode import ChunkDecoder, read_chunk_file, zstd_content_size
-from ddr.io.zarr_chunks import StoredChunks, from_zarr
+from ddr.io.zarr_chunks import CorruptChunkError, StoredChunks, from_zarr
 from ddr.pipeline._counting import CountingStore, count_key, read_counts, stored_bytes
 
 
@@ -173,14 +174,28 @@ def test_a_chunk_of_the_wrong_size_falls_back_to_zarr_and_its_error(tmp_path, rn
         from_zarr(z).compute(scheduler="sync")
 
 
-def test_a_truncated_chunk_raises_like_zarr(tmp_path, rng):
-    z = _array(str(tmp_path / "a.zarr"), rng.normal(size=(40, 3)), (20, 3))
-    path = tmp_path / "a.zarr" / "c" / "1" / "0"
-    path.write_bytes(path.read_bytes()[:-40])
-    with pytest.raises(Exception) as theirs:
-        z[...]
-    with pytest.raises(type(theirs.value), match=r"[Zz]std"):
-        from_zarr(z).compute(scheduler="sync")
+@pytest.mark.parametrize("damage", ["truncated", "random bytes", "wrong size"])
+@pytest.mark.parametrize("path", ["ddr's reader", "zarr's slicing"])
+def test_a_corrupt_chunk_names_the_array_and_the_chunk_key(tmp_path, rng, damage, path):
+    z = _array(str(tmp_path / "a.zarr"), rng.normal(size=(60, 3)), (20, 3))
+    chunk = tmp_path / "a.zarr" / "c" / "1" / "0"
+    raw = chunk.read_bytes()
+    if damage == "truncated":
+        chunk.write_bytes(raw[:-40])
+    elif damage == "random bytes":
+        chunk.write_bytes(rng.integers(0, 256, len(raw), dtype=np.uint8).tobytes())
+    else:  # a whole, valid zstd frame of another chunk shape
+        other = _array(str(tmp_path / "b.zarr"), rng.normal(size=(10, 3)), (10, 3))
+        chunk.write_bytes((tmp_path / "b.zarr" / "c" / "0" / "0").read_bytes())
+        assert other.shape == (10, 3)
+    # zarr's slicing: dask chunks that are not the stored ones (each spans two stored chunks)
+    x = from_zarr(z) if path == "ddr's reader" else from_zarr(z, chunks=(30, 3))
+    assert x.name.startswith("ddr-from-zarr-" if path == "ddr's reader" else "from-zarr-")
+    with pytest.raises(CorruptChunkError, match=r"^chunk c/1/0 of .*a\.zarr is corrupt \(") as e:
+        x.compute(scheduler="sync")
+    assert e.value.key == "c/1/0" and str(tmp_path / "a.zarr") in e.value.array
+    assert "Copy the array again from its source" in str(e.value)
+    assert pickle.loads(pickle.dumps(e.value)).args == e.value.args
 
 
 def _in_thread(fn):
