@@ -19,10 +19,11 @@ from ddr.io.outputs import (
     write_zarr,
 )
 from ddr.io.stored_chunks import MissingChunksError
-from ddr.io.zarr_chunks import from_zarr
+from ddr.io.zarr_chunks import CorruptChunkError, from_zarr
 
 __all__ = [
     "STATUS_ATTR",
+    "CorruptChunkError",
     "MissingChunksError",
     "PendingOutput",
     "check_not_input",
