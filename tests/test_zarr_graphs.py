@@ -3,8 +3,6 @@ that gives the same values bit for bit, and keep dask's graph otherwise."""
 
 from __future__ import annotations
 
-import warnings
-
 import dask
 import dask.array as da
 import numpy as np
@@ -21,6 +19,12 @@ from ddr.pipeline._counting import CountingStore, count_key, read_counts, stored
 from ddr.stats._input import as_rows
 
 CHUNK = 20
+
+pytestmark = [
+    # zarr's note on consolidated metadata (xarray writes it) is not what is tested here
+    pytest.mark.filterwarnings("ignore:Consolidated metadata:UserWarning"),
+    pytest.mark.filterwarnings("ignore:saving variable:UserWarning"),
+]
 
 
 def _ddr_read(x) -> bool:
@@ -39,19 +43,11 @@ def stored(tmp_path, rng):
     return path, X, y
 
 
-def _open_zarr(path, **kw):
-    with warnings.catch_warnings():  # consolidated metadata is no v3 standard: not our concern
-        warnings.simplefilter("ignore")
-        return xr.open_zarr(path, **kw)
-
-
 def _ways(path):
     return {
         "ddr.io.from_zarr": from_zarr(path, component="X"),
-        "xr.open_zarr": _open_zarr(path)["X"],
-        "xr.open_dataset": xr.open_dataset(path, engine="zarr", chunks={}, consolidated=False)[
-            "X"
-        ],
+        "xr.open_zarr": xr.open_zarr(path)["X"],
+        "xr.open_dataset": xr.open_dataset(path, engine="zarr", chunks={}, consolidated=False)["X"],
         "da.from_zarr": da.from_zarr(path, component="X"),
         "da.from_zarr(inline_array=True)": da.from_zarr(path, component="X", inline_array=True),
         "dtype-preserving astype": da.from_zarr(path, component="X").astype(np.float32),
@@ -59,7 +55,7 @@ def _ways(path):
 
 
 def test_every_way_of_opening_is_read_by_ddr_and_fits_the_same_bit_for_bit(stored, client):
-    path, X, y = stored
+    path, X, _ = stored
     fits = {}
     for way, x in _ways(path).items():
         data = as_rows(x).data
@@ -80,11 +76,15 @@ def test_every_way_of_opening_is_read_by_ddr_and_fits_the_same_bit_for_bit(store
 
 
 def test_one_pass_over_the_store_and_no_read_through_zarr_slicing(stored, monkeypatch):
-    path, X, _ = stored
+    path = stored[0]
     key = count_key(path, "X")
     for way in ("xr.open_zarr", "da.from_zarr"):
         store = CountingStore(path, read_only=True)
-        x = _open_zarr(store)["X"] if way == "xr.open_zarr" else da.from_zarr(store, component="X")
+        x = (
+            xr.open_zarr(store)["X"]
+            if way == "xr.open_zarr"
+            else da.from_zarr(store, component="X")
+        )
         before = read_counts().get(key, 0)
         with monkeypatch.context() as m, dask.config.set(scheduler="sync"):
             # ddr's reader: every chunk from its file; zarr's slicing would go through here
@@ -112,7 +112,7 @@ def _cf_stored(tmp_path, rng, encoding):
 )
 def test_cf_encoded_variables_are_decoded_by_xarray_exactly(tmp_path, rng, encoding):
     path = _cf_stored(tmp_path, rng, encoding)
-    x = _open_zarr(path)["X"]
+    x = xr.open_zarr(path)["X"]
     data = as_rows(x).data
     assert not _ddr_read(data) and data.name == x.data.name  # xarray's graph, as it is
     decoded = x.values  # xarray's own decoding, in memory
@@ -129,7 +129,7 @@ def test_a_value_equal_to_the_fill_is_masked_as_xarray_masks_it(tmp_path, rng):
     path = _cf_stored(tmp_path, rng, {"_FillValue": -9999.0})
     z = zarr.open_array(path + "/X", mode="r+")
     z[5, 1] = -9999.0
-    x = _open_zarr(path)["X"]
+    x = xr.open_zarr(path)["X"]
     data = as_rows(x).data
     assert not _ddr_read(data)
     got = data.compute(scheduler="sync")
@@ -138,7 +138,7 @@ def test_a_value_equal_to_the_fill_is_masked_as_xarray_masks_it(tmp_path, rng):
 
 
 def test_what_ddr_cannot_prove_equivalent_keeps_dasks_graph(stored, tmp_path, rng):
-    path, X, _ = stored
+    path = stored[0]
     base = da.from_zarr(path, component="X")
     sharded = zarr.create_array(
         str(tmp_path / "s.zarr"), shape=(64, 4), chunks=(8, 4), shards=(32, 4), dtype="f4"
@@ -147,7 +147,7 @@ def test_what_ddr_cannot_prove_equivalent_keeps_dasks_graph(stored, tmp_path, rn
     cases = {
         "rechunked by dask": base.rechunk((40, 4)),
         "dask chunks other than the stored ones": da.from_zarr(path, component="X", chunks=50),
-        "xarray chunks other than the stored ones": _open_zarr(path, chunks={"sample": 40})["X"],
+        "xarray chunks other than the stored ones": xr.open_zarr(path, chunks={"sample": 40})["X"],
         "arithmetic": base * 1,
         "another dtype": base.astype(np.float64),
         "a row selection": base[10:],
