@@ -12,7 +12,7 @@ import zarr
 
 import ddr.stats as st
 from ddr.decomposition.pca import PCA
-from ddr.io import from_zarr
+from ddr.io import from_zarr, open_input
 from ddr.io.zarr_graphs import with_ddr_reader, zarr_source
 from ddr.naive_bayes.gaussian import GaussianNB
 from ddr.pipeline._counting import CountingStore, count_key, read_counts, stored_bytes
@@ -167,3 +167,14 @@ def test_what_ddr_cannot_prove_equivalent_keeps_dasks_graph(stored, tmp_path, rn
 def test_the_source_of_a_non_zarr_array_is_none(rng):
     assert zarr_source(da.from_array(rng.normal(size=(10, 2)), chunks=5)) is None
     assert zarr_source(da.ones((10, 2), chunks=5)) is None
+
+
+def test_a_pipeline_input_opened_through_xarray_is_read_by_ddr(stored):
+    # open_input opens the variable of an xarray Dataset with xr.open_zarr (coordinates, CF
+    # decoding); the estimators the runner fits then read its chunks through ddr's reader
+    path, X, _ = stored
+    x = open_input(path, "X")
+    assert not _ddr_read(x.data)
+    data = as_rows(x).data
+    assert _ddr_read(data)
+    np.testing.assert_array_equal(data.compute(scheduler="sync"), X)
