@@ -94,7 +94,7 @@ def zarr_source(x: da.Array) -> zarr.Array | None:
 def _getter_source(graph: HighLevelGraph, name: str, chunks: tuple) -> Any:
     """The object ``dask.array.from_array``'s layer ``name`` slices, None for any other layer."""
     from dask.array.core import getter, getter_inline, getter_nofancy
-    from dask.blockwise import Blockwise
+    from dask.blockwise import Blockwise, blockwise_token
     from dask.layers import ArraySliceDep
 
     layer = graph.layers.get(name)
@@ -102,6 +102,10 @@ def _getter_source(graph: HighLevelGraph, name: str, chunks: tuple) -> Any:
     if not isinstance(layer, Blockwise) or task is None:
         return None
     if getattr(task, "func", None) not in (getter, getter_nofancy, getter_inline):
+        return None
+    # getter(source, slices): the layer's two inputs, in that order, and nothing else
+    args = [getattr(a, "key", None) for a in getattr(task, "args", ())]
+    if args != [blockwise_token(0), blockwise_token(1)]:
         return None
     if len(layer.indices) != 2 or len(layer.io_deps) != 1:
         return None
