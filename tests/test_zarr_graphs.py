@@ -12,7 +12,7 @@ import zarr
 
 import ddr.stats as st
 from ddr.decomposition.pca import PCA
-from ddr.io import from_zarr, open_input
+from ddr.io import CorruptChunkError, from_zarr, open_input
 from ddr.io.zarr_graphs import with_ddr_reader, zarr_source
 from ddr.naive_bayes.gaussian import GaussianNB
 from ddr.pipeline._counting import CountingStore, count_key, read_counts, stored_bytes
@@ -178,3 +178,13 @@ def test_a_pipeline_input_opened_through_xarray_is_read_by_ddr(stored):
     data = as_rows(x).data
     assert _ddr_read(data)
     np.testing.assert_array_equal(data.compute(scheduler="sync"), X)
+
+
+def test_a_corrupt_chunk_of_a_dask_input_names_the_array_and_the_chunk_key(stored):
+    path = stored[0]
+    chunk = f"{path}/X/c/1/0"
+    with open(chunk, "r+b") as f:
+        f.truncate(f.seek(0, 2) // 2)
+    x = da.from_zarr(path, component="X")
+    with pytest.raises(CorruptChunkError, match=r"^chunk c/1/0 of file://.*d\.zarr/X is corrupt"):
+        PCA(n_components=2, solver="covariance").fit(x)
