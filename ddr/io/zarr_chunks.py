@@ -142,7 +142,7 @@ class StoredChunks:
         """The error naming the chunk of ``key`` that does not decode: the one it selects,
         or the first of those it covers that zarr fails to read alone (a shard, for a
         sharded array: its store key)."""
-        where = redact(str(self.array.store_path))
+        where = redact(_location(self.array.store_path))
         if not isinstance(key, tuple) or not all(isinstance(k, slice) for k in key):
             return CorruptChunkError(where, f"selection {key}", _detail(cause))  # not from dask
         per_key = getattr(self.array, "shards", None) or self.chunks
@@ -176,6 +176,17 @@ class StoredChunks:
                 return None
             coords.append(start // c)
         return tuple(coords)
+
+
+def _location(store_path: Any) -> str:
+    """Where an array is, as a URL: zarr's own words for it, except for an fsspec store,
+    which zarr names by its repr."""
+    store = store_path.store
+    fs, root = getattr(store, "fs", None), getattr(store, "path", None)
+    if fs is not None and isinstance(root, str) and hasattr(fs, "unstrip_protocol"):
+        inner = store_path.path
+        return fs.unstrip_protocol(f"{root.rstrip('/')}/{inner}" if inner else root)
+    return str(store_path)
 
 
 def _detail(cause: BaseException) -> str:
