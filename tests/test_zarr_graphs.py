@@ -188,3 +188,17 @@ def test_a_corrupt_chunk_of_a_dask_input_names_the_array_and_the_chunk_key(store
     x = da.from_zarr(path, component="X")
     with pytest.raises(CorruptChunkError, match=r"^chunk c/1/0 of file://.*d\.zarr/X is corrupt"):
         PCA(n_components=2, solver="covariance").fit(x)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int32"])
+def test_zarr_v2_and_other_dtypes_are_recognised_too(tmp_path, rng, dtype):
+    X = (1e4 + 100 * rng.normal(size=(50, 3))).astype(dtype)
+    ds = xr.Dataset({"X": (("sample", "feature"), X)})
+    path = str(tmp_path / "v2.zarr")
+    ds.to_zarr(path, zarr_format=2, encoding={"X": {"chunks": (CHUNK, 3)}})
+    for way, x in _ways(path).items():
+        if way == "dtype-preserving astype":
+            x = da.from_zarr(path, component="X").astype(dtype)
+        data = as_rows(x).data
+        assert _ddr_read(data), way
+        np.testing.assert_array_equal(data.compute(scheduler="sync"), X, err_msg=way)
