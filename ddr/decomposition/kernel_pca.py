@@ -173,32 +173,32 @@ default="linear"
     ----------
     method_ : str
         The method used ("exact" or "nystrom").
-    eigenvalues_ : ndarray of shape (n_components_,)
+    eigenvalues_ : ndarray of shape (n_components,)
         Eigenvalues of the centred kernel matrix (scikit-learn's scale: sums over the n
         training rows), descending.
-    explained_variance_ratio_ : ndarray of shape (n_components_,)
+    explained_variance_ratio_ : ndarray of shape (n_components,)
         Each eigenvalue's share of the total variance in feature space: of the trace of the
         centred kernel matrix (Nystrom: of the centred scatter of the mapped rows), which
         counts the components that were not computed too.
-    eigenvectors_ : ndarray of shape (n_samples, n_components_)
+    eigenvectors_ : ndarray of shape (n_samples, n_components)
         Exact only: unit eigenvectors of the centred Gram matrix (scikit-learn's).
     X_fit_ : ndarray of shape (n_samples, n_features)
         Exact only: the training rows.
     landmarks_ : ndarray of shape (n_landmarks, n_features)
         Nystrom only: the landmark rows.
-    components_ : ndarray of shape (n_components_, r)
+    components_ : ndarray of shape (n_components, r)
         Nystrom only: principal axes in the Nystrom feature space (r = kept rank of K_LL).
     feature_mean_ : ndarray of shape (r,)
         Nystrom only: mean of the Nystrom features of the training rows.
-    projection_ : ndarray of shape (n_centres, n_components_)
+    projection_ : ndarray of shape (n_centres, n_components)
         Coefficients of the projection ``k(x, centres) @ projection_ - projection_offset_``
         (centres: ``X_fit_`` or ``landmarks_``).
-    projection_offset_ : ndarray of shape (n_components_,)
-    projection_row_mean_ : ndarray of shape (n_components_,) or None
+    projection_offset_ : ndarray of shape (n_components,)
+    projection_row_mean_ : ndarray of shape (n_components,) or None
         Exact only: coefficient of the row mean of ``k(x, X_fit_)`` (Gram centring).
     dual_coef_ : ndarray of shape (n_centres, n_features)
         Pre-image regression coefficients (``fit_inverse_transform=True``).
-    X_transformed_fit_ : ndarray of shape (n_centres, n_components_)
+    X_transformed_fit_ : ndarray of shape (n_centres, n_components)
         Scores of the rows the pre-image was trained on.
     gamma_ : float
         The kernel coefficient used.
@@ -505,7 +505,7 @@ default="linear"
 
         Returns
         -------
-        ndarray, dask array or DataArray of shape (n_samples, n_components_)
+        ndarray, dask array or DataArray of shape (n_samples, n_components)
         """
         rows = self._rows(X, reset=False, sample_dim=sample_dim)
         return map_rows(
@@ -537,12 +537,14 @@ default="linear"
 
         Parameters
         ----------
-        X : array-like, dask array or DataArray of shape (n_samples, n_components_)
+        X : array-like, dask array or DataArray of shape (n_samples, n_components)
             Scores, e.g. the output of :meth:`transform`.
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
 
         Returns
         -------
-        ndarray, dask array or DataArray of shape (n_samples, n_features_in_)
+        ndarray, dask array or DataArray of shape (n_samples, n_features)
         """
         check_is_fitted(self)
         if not hasattr(self, "dual_coef_"):

@@ -148,13 +148,13 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
 
     Attributes
     ----------
-    components_ : ndarray of shape (n_components_, n_features)
-        Principal axes (orthonormal rows), largest |loading| of each positive.
-    explained_variance_ : ndarray of shape (n_components_,)
+    components_ : ndarray of shape (n_components, n_features)
+        Principal axes (orthonormal rows), largest absolute loading of each positive.
+    explained_variance_ : ndarray of shape (n_components,)
         Variance (ddof=1) along each component.
-    explained_variance_ratio_ : ndarray of shape (n_components_,)
+    explained_variance_ratio_ : ndarray of shape (n_components,)
         Fraction of the total variance (the trace of the covariance).
-    singular_values_ : ndarray of shape (n_components_,)
+    singular_values_ : ndarray of shape (n_components,)
         Singular values of the centred data, ``sqrt(explained_variance_ * (n_samples_ - 1))``.
     mean_ : ndarray of shape (n_features,)
     noise_variance_ : float
@@ -163,7 +163,7 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     n_components_ : int
     n_samples_ : int
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features,)
         Defined when X has string feature names.
     solver_ : str
         The solver used.
@@ -467,7 +467,7 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
 
         Returns
         -------
-        X_new : same kind as X, shape (n_samples, n_components_)
+        X_new : same kind as X, shape (n_samples, n_components)
             For a DataArray: dims (sample_dim, "component"), the sample coordinate kept.
         """
         rows = self._rows(X, reset=False, sample_dim=sample_dim, allow_nan=True)
@@ -486,7 +486,16 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         )
 
     def fit_transform(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> Any:
-        """Fit, then transform X (the fit reads the data; the transform is lazy for dask)."""
+        """Fit, then transform X (the fit reads the data; the transform is lazy for dask).
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        y : None
+            Ignored (scikit-learn's signature).
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+        """
         return self.fit(X, sample_dim=sample_dim).transform(X, sample_dim=sample_dim)
 
     def inverse_transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
@@ -494,12 +503,12 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
 
         Parameters
         ----------
-        X : array-like, dask array or DataArray of shape (n_samples, n_components_)
+        X : array-like, dask array or DataArray of shape (n_samples, n_components)
         sample_dim : hashable, optional
 
         Returns
         -------
-        X_original : same kind as X, shape (n_samples, n_features_in_)
+        X_original : same kind as X, shape (n_samples, n_features)
         """
         rows = self._component_rows(X, sample_dim=sample_dim)
         fdim = getattr(self, "feature_dim_", "feature")
@@ -561,6 +570,12 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         :meth:`get_covariance`. Computed blockwise from the k components, never forming the
         d x d precision.
 
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
         Returns
         -------
         ll : same kind as X, shape (n_samples,)
@@ -591,7 +606,16 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         )
 
     def score(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> float:
-        """Average log-likelihood of the samples (computes for dask input)."""
+        """Average log-likelihood of the samples (computes for dask input).
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        y : None
+            Ignored (scikit-learn's signature).
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+        """
         ll = self.score_samples(X, sample_dim=sample_dim)
         if is_xarray(ll):
             ll = ll.data

@@ -91,16 +91,16 @@ class PPCA(LatentGaussianModel, ClassNamePrefixFeaturesOutMixin, TransformerMixi
 
     Attributes
     ----------
-    components_ : ndarray of shape (n_components_, n_features)
+    components_ : ndarray of shape (n_components, n_features)
         Orthonormal principal axes of the model, by decreasing variance.
-    explained_variance_ : ndarray of shape (n_components_,)
+    explained_variance_ : ndarray of shape (n_components,)
         Model variance along each axis (``|w_j|^2 + sigma^2``; ML, ddof=0).
-    explained_variance_ratio_ : ndarray of shape (n_components_,)
+    explained_variance_ratio_ : ndarray of shape (n_components,)
         Fractions of the model's total variance ``trace(C)``.
     noise_variance_ : float
         sigma^2.
     mean_ : ndarray of shape (n_features,)
-    loglik_curve_ : ndarray of shape (n_iter_,)
+    loglik_curve_ : ndarray of shape (n_iter,)
         Log-likelihood of the observed entries, summed over rows, at the start of each EM
         iteration (closed form: the ML log-likelihood, one value).
     n_iter_ : int
@@ -293,7 +293,7 @@ class PPCA(LatentGaussianModel, ClassNamePrefixFeaturesOutMixin, TransformerMixi
 
     # ----------------------------------------------------------------- read-outs
     def _loadings(self) -> np.ndarray:
-        """W in canonical form, shape (n_features, n_components_)."""
+        """W in canonical form, shape (n_features, n_components)."""
         return self.components_.T * np.sqrt(
             np.maximum(self.explained_variance_ - self.noise_variance_, 0.0)
         )

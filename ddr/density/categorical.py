@@ -84,6 +84,8 @@ class CategoricalDensity(DDRMixin, DensityMixin, BaseEstimator):
             Non-negative integer category codes.
         y : ignored
         sample_weight : array-like of shape (n_samples,), optional
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
 
         Returns
         -------
@@ -145,6 +147,12 @@ class CategoricalDensity(DDRMixin, DensityMixin, BaseEstimator):
     def score_samples(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
         """Log-probability of each row.
 
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
         Returns
         -------
         ndarray, dask array or DataArray of shape (n_samples,)
@@ -160,6 +168,14 @@ class CategoricalDensity(DDRMixin, DensityMixin, BaseEstimator):
     def score(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> float:
         """Mean log-likelihood per sample.
 
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        y : None
+            Ignored (scikit-learn's signature).
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
         Returns
         -------
         float
@@ -171,6 +187,13 @@ class CategoricalDensity(DDRMixin, DensityMixin, BaseEstimator):
 
     def sample(self, n_samples: int = 1, random_state: Any = None) -> np.ndarray:
         """Draw codes, each feature independently from its fitted distribution.
+
+        Parameters
+        ----------
+        n_samples : int, default 1
+            Number of samples to draw.
+        random_state : int, numpy Generator or None
+            Seed of the draws.
 
         Returns
         -------

@@ -93,6 +93,8 @@ class GaussianDensity(DDRMixin, DensityMixin, BaseEstimator):
         y : ignored
         sample_weight : array-like of shape (n_samples,), optional
             Frequency weights.
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
 
         Returns
         -------
@@ -139,6 +141,12 @@ class GaussianDensity(DDRMixin, DensityMixin, BaseEstimator):
     def score_samples(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
         """Log-density of each row.
 
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
         Returns
         -------
         ndarray, dask array or DataArray of shape (n_samples,)
@@ -160,6 +168,14 @@ class GaussianDensity(DDRMixin, DensityMixin, BaseEstimator):
     def score(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> float:
         """Mean log-likelihood per sample.
 
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        y : None
+            Ignored (scikit-learn's signature).
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
         Returns
         -------
         float
@@ -174,6 +190,12 @@ class GaussianDensity(DDRMixin, DensityMixin, BaseEstimator):
     def bic(self, X: Any, *, sample_dim: Hashable | None = None) -> float:
         """Bayesian information criterion ``-2 log L + p log n`` on ``X`` (lower is better).
 
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
         Returns
         -------
         float
@@ -184,6 +206,12 @@ class GaussianDensity(DDRMixin, DensityMixin, BaseEstimator):
     def aic(self, X: Any, *, sample_dim: Hashable | None = None) -> float:
         """Akaike information criterion ``-2 log L + 2 p`` on ``X``.
 
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
         Returns
         -------
         float
@@ -193,6 +221,13 @@ class GaussianDensity(DDRMixin, DensityMixin, BaseEstimator):
 
     def sample(self, n_samples: int = 1, random_state: Any = None) -> np.ndarray:
         """Draw from the fitted normal.
+
+        Parameters
+        ----------
+        n_samples : int, default 1
+            Number of samples to draw.
+        random_state : int, numpy Generator or None
+            Seed of the draws.
 
         Returns
         -------

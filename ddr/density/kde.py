@@ -431,6 +431,8 @@ class KernelDensity(DDRMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
 
         Returns
         -------
@@ -477,6 +479,14 @@ class KernelDensity(DDRMixin, BaseEstimator):
 
     def score(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> float:
         """Total log-likelihood of ``X`` (scikit-learn's convention); one pass over dask input.
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        y : None
+            Ignored (scikit-learn's signature).
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
 
         Returns
         -------

@@ -247,6 +247,12 @@ class LinearDiscriminantAnalysis(
     def decision_function(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
         """``X @ coef_.T + intercept_``; shape (n_samples,) for two classes.
 
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
         Returns
         -------
         ndarray, dask array or DataArray
@@ -269,6 +275,8 @@ class LinearDiscriminantAnalysis(
         Parameters
         ----------
         X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
 
         Returns
         -------
@@ -293,6 +301,14 @@ class LinearDiscriminantAnalysis(
 
     def fit_transform(self, X: Any, y: Any = None, **params: Any) -> Any:
         """``fit(X, y).transform(X)`` (two passes over dask input).
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        y : array-like, dask array or DataArray of shape (n_samples,)
+            Class labels.
+        **params
+            ``sample_dim``, passed to :meth:`fit` and :meth:`transform`.
 
         Returns
         -------

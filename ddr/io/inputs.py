@@ -32,7 +32,7 @@ _OPENED_LOCK = threading.Lock()
 
 
 def opened_inputs() -> frozenset[Location]:
-    """Locations of every input opened in this process."""
+    """Return the locations of every input opened in this process."""
     with _OPENED_LOCK:
         return frozenset(_OPENED)
 
@@ -241,7 +241,18 @@ def _open_netcdf(path: str, shown: str, name: str | None) -> xr.DataArray:
 
 
 def describe_input(arr: xr.DataArray) -> dict[str, Any]:
-    """Metadata that identifies an input without reading its values (for fingerprints)."""
+    """Metadata that identifies an input without reading its values (for fingerprints).
+
+    Parameters
+    ----------
+    arr : DataArray
+        An input as :func:`open_input` returns it.
+
+    Returns
+    -------
+    dict
+        ``name``, ``dims``, ``shape``, ``dtype`` and ``chunks``.
+    """
     data = arr.data
     chunks = data.chunks if isinstance(data, da.Array) else None
     return {

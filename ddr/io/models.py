@@ -242,12 +242,26 @@ def save_model(
     storage_options: Mapping[str, Any] | None = None,
     claim: Claim | None = None,
 ) -> None:
-    """Save a (fitted or unfitted) ddr estimator to a Zarr group at ``path`` (a local path
-    or a URL; ``storage_options`` as for :func:`ddr.io.open_input`).
+    """Save a (fitted or unfitted) ddr estimator to a Zarr group at ``path``.
 
     The group is marked complete only after every array is written: on an object store the
     last write, one PUT of the group's metadata, is what says so. With a ``claim``
-    (:mod:`ddr.io.claims`) every write checks it, as :func:`ddr.io.write_zarr`'s do.
+    (``ddr.io.claims``) every write checks it, as :func:`ddr.io.write_zarr`'s do.
+
+    Parameters
+    ----------
+    est : estimator
+        A ddr estimator, fitted or not.
+    path : str, path-like or Location
+        A local path or a URL (``s3://``, ``gs://``, ``az://``, ``http(s)://``, ``file://``).
+    if_exists : {"error", "overwrite", "skip-if-complete"}, default "error"
+        What to do when something is at ``path`` already.
+    attrs : dict, optional
+        Extra group attributes (provenance); secrets in them are redacted.
+    storage_options : mapping, optional
+        Options of the URL's filesystem, as for :func:`ddr.io.open_input`.
+    claim : Claim, optional
+        The run's claim on ``path``; every write checks that it still holds.
     """
     import ddr
 
@@ -273,12 +287,24 @@ def load(
 ) -> Any:
     """Load an estimator saved with ``est.save(path)`` (a local path or a URL).
 
+    Parameters
+    ----------
+    path : str, path-like or Location
+        A local path or a URL (``s3://``, ``gs://``, ``az://``, ``http(s)://``, ``file://``).
+    storage_options : mapping, optional
+        Options of the URL's filesystem, as for :func:`ddr.io.open_input`.
+
     Raises
     ------
     FileNotFoundError
         Nothing is at ``path``.
     ValueError
         The path holds no ddr model, or an incomplete one (an interrupted save).
+
+    Returns
+    -------
+    estimator
+        The estimator as it was saved.
     """
     p = resolve(path, storage_options)
     shown = p.url if isinstance(path, Location) else redact(str(path))

@@ -82,6 +82,18 @@ def output_status(path: PathLike, storage_options: Mapping[str, Any] | None = No
 
     Read from the group's metadata document (a few small requests on an object store, never
     a listing of chunks).
+
+    Parameters
+    ----------
+    path : str, path-like or Location
+        A local path or a URL (``s3://``, ``gs://``, ``az://``, ``http(s)://``, ``file://``).
+    storage_options : mapping, optional
+        Options of the URL's filesystem, as for :func:`ddr.io.open_input`.
+
+    Returns
+    -------
+    str
+        One of the four states.
     """
     loc = resolve(path, storage_options)
     if not loc.exists():
@@ -101,7 +113,20 @@ def output_status(path: PathLike, storage_options: Mapping[str, Any] | None = No
 
 
 def read_attrs(path: PathLike, storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The group attributes of an output (provenance, fingerprint, status)."""
+    """The group attributes of an output (provenance, fingerprint, status).
+
+    Parameters
+    ----------
+    path : str, path-like or Location
+        A local path or a URL (``s3://``, ``gs://``, ``az://``, ``http(s)://``, ``file://``).
+    storage_options : mapping, optional
+        Options of the URL's filesystem, as for :func:`ddr.io.open_input`.
+
+    Returns
+    -------
+    dict
+        The attributes.
+    """
     loc = resolve(path, storage_options)
     with loc.errors("read"):
         return zarr.open_group(loc.store(), mode="r").attrs.asdict()
@@ -112,8 +137,21 @@ def check_not_input(
     inputs: Iterable[PathLike] = (),
     storage_options: Mapping[str, Any] | None = None,
 ) -> None:
-    """Raise if ``path`` is, contains or lies inside any input (compared as normalised
-    locations: ``s3://b/x``, ``s3://b/x/`` and ``s3://b/./x`` are the same place)."""
+    """Raise if ``path`` is, contains or lies inside any input.
+
+    Compared as normalised locations: ``s3://b/x``, ``s3://b/x/`` and ``s3://b/./x`` are the
+    same place.
+
+    Parameters
+    ----------
+    path : str, path-like or Location
+        The output about to be written.
+    inputs : iterable of str, path-like or Location
+        Inputs besides those opened in this process (:func:`opened_inputs`), which are always
+        checked.
+    storage_options : mapping, optional
+        Options of the output URL's filesystem.
+    """
     out = resolve(path, storage_options)
     for inp in {resolve(i) for i in inputs} | opened_inputs():
         if out.overlaps(inp):

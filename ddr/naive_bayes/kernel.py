@@ -238,6 +238,16 @@ class KernelNB(BaseGenerativeClassifier):
     ) -> KernelNB:
         """Fit in one pass: class moments plus the rows (exact) or the lattice (binned).
 
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        y : array-like, dask array or DataArray of shape (n_samples,)
+            Class labels.
+        sample_weight : array-like of shape (n_samples,), optional
+            Frequency weights.
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
         Returns
         -------
         self
@@ -266,6 +276,18 @@ class KernelNB(BaseGenerativeClassifier):
 
         The algorithm is fixed on the first call ("auto" means binned here, since the total
         size is unknown).
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        y : array-like, dask array or DataArray of shape (n_samples,)
+            Class labels.
+        classes : array-like of shape (n_classes,), optional
+            Every class label; required on the first call, as scikit-learn's ``partial_fit``.
+        sample_weight : array-like of shape (n_samples,), optional
+            Frequency weights.
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
 
         Returns
         -------

@@ -83,7 +83,7 @@ class StandardScaler(DDRMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstim
         Samples (total weight) seen per feature, NaN entries excluded; a scalar when the same
         for every feature.
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features,)
         Defined when X has string feature names.
     moments_ : Moments
         The diagonal moments accumulated so far (``partial_fit`` merges into them).
@@ -178,7 +178,19 @@ class StandardScaler(DDRMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstim
     ) -> StandardScaler:
         """Merge the moments of a batch into the fitted ones (one pass over the batch).
 
-        Parameters are those of :meth:`fit`.
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        y : None
+            Ignored (scikit-learn's signature).
+        sample_weight : array-like of shape (n_samples,), optional
+            Frequency weights.
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
+        Returns
+        -------
+        self
         """
         first = not hasattr(self, "moments_")
         rows = self._rows(X, reset=first, sample_dim=sample_dim, allow_nan=True)
@@ -250,7 +262,23 @@ class StandardScaler(DDRMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstim
         *,
         sample_dim: Hashable | None = None,
     ) -> Any:
-        """Fit (one pass), then transform X (lazy for dask input)."""
+        """Fit (one pass), then transform X (lazy for dask input).
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        y : None
+            Ignored (scikit-learn's signature).
+        sample_weight : array-like of shape (n_samples,), optional
+            Frequency weights.
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
+        Returns
+        -------
+        same kind as X, shape (n_samples, n_features)
+            The standardised data.
+        """
         self.fit(X, sample_weight=sample_weight, sample_dim=sample_dim)
         return self.transform(X, sample_dim=sample_dim)
 

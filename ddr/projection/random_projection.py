@@ -207,7 +207,7 @@ class _BaseRandomProjection(
 
         Returns
         -------
-        X_new : same kind as X, shape (n_samples, n_components_)
+        X_new : same kind as X, shape (n_samples, n_components)
         """
         rows = self._rows(X, reset=False, sample_dim=sample_dim)
         dtype = np.result_type(_float_dtype(rows.data.dtype), self.components_.dtype)
@@ -227,12 +227,12 @@ class _BaseRandomProjection(
 
         Parameters
         ----------
-        X : array-like, dask array or DataArray of shape (n_samples, n_components_)
+        X : array-like, dask array or DataArray of shape (n_samples, n_components)
         sample_dim : hashable, optional
 
         Returns
         -------
-        X_original : same kind as X, shape (n_samples, n_features_in_)
+        X_original : same kind as X, shape (n_samples, n_features)
         """
         rows = self._component_rows(X, sample_dim=sample_dim)
         inverse = (
@@ -276,9 +276,9 @@ class GaussianRandomProjection(_BaseRandomProjection):
     Attributes
     ----------
     n_components_ : int
-    components_ : ndarray of shape (n_components_, n_features)
+    components_ : ndarray of shape (n_components, n_features)
         The projection matrix, in X's float dtype (float64 for integer X).
-    inverse_components_ : ndarray of shape (n_features, n_components_)
+    inverse_components_ : ndarray of shape (n_features, n_components)
         With ``compute_inverse_components=True``.
     n_features_in_ : int
 
@@ -333,10 +333,10 @@ class SparseRandomProjection(_BaseRandomProjection):
     Attributes
     ----------
     n_components_ : int
-    components_ : scipy.sparse.csr_matrix of shape (n_components_, n_features)
+    components_ : scipy.sparse.csr_matrix of shape (n_components, n_features)
         (a dense ndarray when ``density == 1``), in X's float dtype.
     density_ : float
-    inverse_components_ : ndarray of shape (n_features, n_components_)
+    inverse_components_ : ndarray of shape (n_features, n_components)
     n_features_in_ : int
 
     Notes

@@ -49,11 +49,39 @@ class Statistic(abc.ABC):
         sample_weight: np.ndarray | None = None,
         **options: Any,
     ) -> Self:
-        """The statistic of one in-memory block of rows."""
+        """The statistic of one in-memory block of rows.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_rows, n_features)
+            The block.
+        y : ndarray of shape (n_rows,), optional
+            Class labels of its rows (required where ``needs_labels``).
+        sample_weight : ndarray of shape (n_rows,), optional
+            Non-negative weights of its rows.
+        **options
+            The statistic's options (declared in ``_parameter_constraints``).
+
+        Returns
+        -------
+        Statistic
+            The statistic of these rows alone.
+        """
 
     @abc.abstractmethod
     def merge(self, other: Self) -> Self:
-        """Combine with the statistic of disjoint rows (associative and commutative)."""
+        """Combine with the statistic of disjoint rows (associative and commutative).
+
+        Parameters
+        ----------
+        other : Statistic
+            The same statistic, with the same options, of other rows.
+
+        Returns
+        -------
+        Statistic
+            The statistic of the rows of both.
+        """
 
     @abc.abstractmethod
     def _arrays(self) -> dict[str, np.ndarray]:
@@ -66,20 +94,52 @@ class Statistic(abc.ABC):
     # ------------------------------------------------------ memory estimates
     @classmethod
     def value_nbytes(cls, n_features: int, n_classes: int = 1, **options: Any) -> int:
-        """Bytes of one value of the statistic (a block's or a merge's), for memory estimates
-        made before a pass (a merge task holds ``split_every`` of them).
+        """Bytes of one value of the statistic (a block's or a merge's).
 
+        For memory estimates made before a pass (a merge task holds ``split_every`` of them).
         The default is what most statistics hold: a d x d float64 scatter and two float64
         d-vectors per class. Statistics that hold less or more override it.
+
+        Parameters
+        ----------
+        n_features : int
+            Width d of the data.
+        n_classes : int, default 1
+            Number of classes, for statistics kept per class.
+        **options
+            The statistic's options (as given to :meth:`spec`).
+
+        Returns
+        -------
+        int
+            Bytes.
         """
         return 8 * n_classes * (n_features * n_features + 2 * n_features)
 
     @classmethod
     def block_nbytes(cls, n_rows: int, n_features: int, n_classes: int = 1, **options: Any) -> int:
-        """Bytes :meth:`from_block` allocates besides its input block and its value, for
-        memory estimates: by default the float64 buffer of centred rows that the statistics
-        share (:mod:`ddr.stats._centring`), about 1 MiB: 2**17 / d rows, at least 1024 and at
-        most 8192."""
+        """Bytes :meth:`from_block` allocates besides its input block and its value.
+
+        For memory estimates: by default the float64 buffer of centred rows that the
+        statistics share (``ddr.stats._centring``), about 1 MiB: 2**17 / d rows, at least
+        1024 and at most 8192.
+
+        Parameters
+        ----------
+        n_rows : int
+            Rows of the block.
+        n_features : int
+            Width d of the data.
+        n_classes : int, default 1
+            Number of classes, for statistics kept per class.
+        **options
+            The statistic's options (as given to :meth:`spec`).
+
+        Returns
+        -------
+        int
+            Bytes.
+        """
         rows = min(n_rows, int(np.clip(2**17 // max(n_features, 1), 1024, 8192)))
         return 8 * rows * n_features
 
@@ -89,6 +149,16 @@ class Statistic(abc.ABC):
 
         Options declared in ``_parameter_constraints`` are checked here (an
         ``InvalidParameterError`` naming the option).
+
+        Parameters
+        ----------
+        **options
+            Options of :meth:`from_block`.
+
+        Returns
+        -------
+        StatSpec
+            The class with its options.
         """
         if cls._parameter_constraints:
             from sklearn.utils._param_validation import validate_parameter_constraints
@@ -104,7 +174,18 @@ class Statistic(abc.ABC):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        """Rebuild a statistic from :meth:`to_dict` output."""
+        """Rebuild a statistic from :meth:`to_dict` output.
+
+        Parameters
+        ----------
+        data : mapping
+            What :meth:`to_dict` returned (its ``type`` must name this class).
+
+        Returns
+        -------
+        Statistic
+            The statistic.
+        """
         data = dict(data)
         kind = data.pop("type", cls.__name__)
         if kind != cls.__name__:
@@ -126,6 +207,13 @@ class StatSpec:
 
     Built with ``Statistic.spec(**options)``; hashable and tokenisable so dask graphs that
     use it are deterministic.
+
+    Parameters
+    ----------
+    cls : type of Statistic
+        The statistic.
+    options : tuple of (str, object) pairs
+        Its options, sorted by name.
     """
 
     cls: type[Statistic]
@@ -148,11 +236,39 @@ class StatSpec:
         return self.cls.from_block(X, y, sample_weight, **dict(self.options))
 
     def value_nbytes(self, n_features: int, n_classes: int = 1) -> int:
-        """:meth:`Statistic.value_nbytes` with this spec's options."""
+        """:meth:`Statistic.value_nbytes` with this spec's options.
+
+        Parameters
+        ----------
+        n_features : int
+            Width d of the data.
+        n_classes : int, default 1
+            Number of classes, for statistics kept per class.
+
+        Returns
+        -------
+        int
+            Bytes.
+        """
         return int(self.cls.value_nbytes(n_features, n_classes, **dict(self.options)))
 
     def block_nbytes(self, n_rows: int, n_features: int, n_classes: int = 1) -> int:
-        """:meth:`Statistic.block_nbytes` with this spec's options."""
+        """:meth:`Statistic.block_nbytes` with this spec's options.
+
+        Parameters
+        ----------
+        n_rows : int
+            Rows of the block.
+        n_features : int
+            Width d of the data.
+        n_classes : int, default 1
+            Number of classes, for statistics kept per class.
+
+        Returns
+        -------
+        int
+            Bytes.
+        """
         return int(self.cls.block_nbytes(n_rows, n_features, n_classes, **dict(self.options)))
 
     def __repr__(self) -> str:
@@ -173,7 +289,18 @@ def as_spec(stat: type[Statistic] | StatSpec) -> StatSpec:
 
 
 def merge_all(stats: Iterable[Statistic]) -> Statistic:
-    """Merge a non-empty sequence of statistics left to right."""
+    """Merge a non-empty sequence of statistics left to right.
+
+    Parameters
+    ----------
+    stats : iterable of Statistic
+        Statistics of disjoint rows, all of one kind and options.
+
+    Returns
+    -------
+    Statistic
+        The statistic of all their rows.
+    """
     it = iter(stats)
     try:
         acc = next(it)
@@ -185,7 +312,18 @@ def merge_all(stats: Iterable[Statistic]) -> Statistic:
 
 
 def statistic_from_dict(data: Mapping[str, Any]) -> Statistic:
-    """Rebuild any statistic from :meth:`Statistic.to_dict` output, dispatching on ``type``."""
+    """Rebuild any statistic from :meth:`Statistic.to_dict` output, dispatching on ``type``.
+
+    Parameters
+    ----------
+    data : mapping
+        What :meth:`Statistic.to_dict` returned.
+
+    Returns
+    -------
+    Statistic
+        A statistic of the class ``data["type"]`` names.
+    """
     kind = data.get("type")
     if kind not in _REGISTRY:
         raise ValueError(

@@ -302,11 +302,23 @@ class ClassMoments(Statistic):
         return np.stack([m.mean for m in self.moments])
 
     def variances(self, ddof: float = 0) -> np.ndarray:
-        """Per-class, per-feature variances, shape (n_classes, n_features)."""
+        """Per-class, per-feature variances, shape (n_classes, n_features).
+
+        Parameters
+        ----------
+        ddof : float, default 0
+            Delta degrees of freedom: the divisor is ``count - ddof``.
+        """
         return np.stack([m.variance(ddof) for m in self.moments])
 
     def covariances(self, ddof: float = 0) -> np.ndarray:
-        """Per-class covariance matrices, shape (n_classes, n_features, n_features)."""
+        """Per-class covariance matrices, shape (n_classes, n_features, n_features).
+
+        Parameters
+        ----------
+        ddof : float, default 0
+            Delta degrees of freedom: the divisor is ``count - ddof``.
+        """
         return np.stack([m.covariance(ddof) for m in self.moments])
 
     def total(self) -> Moments:
@@ -325,6 +337,11 @@ class ClassMoments(Statistic):
 
         ``ddof=0`` is the maximum-likelihood shared covariance of LDA; ``ddof=1`` the unbiased
         pooled estimate.
+
+        Parameters
+        ----------
+        ddof : float, default 0
+            Delta degrees of freedom: the divisor is ``count - ddof``.
         """
         used = self._used_counts().sum(axis=0)
         denom = used - ddof * self.n_classes

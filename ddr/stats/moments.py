@@ -205,7 +205,22 @@ class Moments(Statistic):
 
     @classmethod
     def empty(cls, n_features: int, *, diagonal: bool = False, per_feature: bool = False) -> Self:
-        """The identity of :meth:`merge`: no rows seen."""
+        """The identity of :meth:`merge`: no rows seen.
+
+        Parameters
+        ----------
+        n_features : int
+            Width of the data.
+        diagonal : bool, default False
+            Per-feature variances only, as ``Moments.spec(diagonal=True)`` keeps them.
+        per_feature : bool, default False
+            Per-feature counts, as ``nan_policy="omit"`` with ``diagonal=True`` keeps them.
+
+        Returns
+        -------
+        Moments
+            Zero rows.
+        """
         d = n_features
         count: float | np.ndarray = np.zeros(d) if per_feature else 0.0
         return cls(count, np.zeros(d), np.zeros(d) if diagonal else np.zeros((d, d)), 0)
@@ -256,7 +271,13 @@ class Moments(Statistic):
         return super().block_nbytes(n_rows, n_features, n_classes)
 
     def merge(self, other: Self) -> Self:
-        """Chan/Golub/LeVeque merge of the moments of two disjoint sets of rows."""
+        """Chan/Golub/LeVeque merge of the moments of two disjoint sets of rows.
+
+        Parameters
+        ----------
+        other : Moments
+            The same statistic, with the same options, of other rows.
+        """
         if not isinstance(other, Moments):
             raise TypeError(f"cannot merge Moments with {type(other).__name__}")
         if other.n_features != self.n_features:
@@ -292,7 +313,13 @@ class Moments(Statistic):
         return np.where(denom > 0, denom, np.nan)
 
     def covariance(self, ddof: float = 0) -> np.ndarray:
-        """Covariance matrix, shape (n_features, n_features); ``ddof=1`` gives ``np.cov``."""
+        """Covariance matrix, shape (n_features, n_features); ``ddof=1`` gives ``np.cov``.
+
+        Parameters
+        ----------
+        ddof : float, default 0
+            Delta degrees of freedom: the divisor is ``count - ddof``.
+        """
         if self.diagonal:
             raise ValueError(
                 "covariance() needs the full form; these Moments are diagonal "
@@ -301,12 +328,24 @@ class Moments(Statistic):
         return self.scatter / self._denominator(ddof)
 
     def variance(self, ddof: float = 0) -> np.ndarray:
-        """Per-feature variance, shape (n_features,); NaN where a feature has too few values."""
+        """Per-feature variance, shape (n_features,); NaN where a feature has too few values.
+
+        Parameters
+        ----------
+        ddof : float, default 0
+            Delta degrees of freedom: the divisor is ``count - ddof``.
+        """
         diag = self.scatter if self.diagonal else np.diagonal(self.scatter)
         return np.maximum(diag, 0.0) / self._denominator(ddof)
 
     def std(self, ddof: float = 0) -> np.ndarray:
-        """Per-feature standard deviation, shape (n_features,)."""
+        """Per-feature standard deviation, shape (n_features,).
+
+        Parameters
+        ----------
+        ddof : float, default 0
+            Delta degrees of freedom: the divisor is ``count - ddof``.
+        """
         return np.sqrt(self.variance(ddof))
 
     def correlation(self) -> np.ndarray:
@@ -326,7 +365,13 @@ class Moments(Statistic):
         return self.scatter + self.count * np.outer(self.mean, self.mean)
 
     def total_variance(self, ddof: float = 0) -> float:
-        """Trace of the covariance: the total variance PCA explains fractions of."""
+        """Trace of the covariance: the total variance PCA explains fractions of.
+
+        Parameters
+        ----------
+        ddof : float, default 0
+            Delta degrees of freedom: the divisor is ``count - ddof``.
+        """
         return float(np.sum(self.variance(ddof)))
 
     # ---------------------------------------------------------- serialisation

@@ -139,7 +139,13 @@ class PairwiseMoments(Statistic):
         return s1, s2
 
     def merge(self, other: Self) -> Self:
-        """Sums of the union of two disjoint sets of rows, about a count-weighted shift."""
+        """Sums of the union of two disjoint sets of rows, about a count-weighted shift.
+
+        Parameters
+        ----------
+        other : PairwiseMoments
+            The same statistic, with the same options, of other rows.
+        """
         if not isinstance(other, PairwiseMoments):
             raise TypeError(f"cannot merge PairwiseMoments with {type(other).__name__}")
         if other.n_features != self.n_features:

@@ -470,7 +470,13 @@ class PPCASums(Statistic):
         return 8 * rows * (2 * n_features + q1 * q1 + q1)
 
     def merge(self, other: Self) -> Self:
-        """Add the sums of disjoint rows (for the same parameters)."""
+        """Add the sums of disjoint rows (for the same parameters).
+
+        Parameters
+        ----------
+        other : PPCASums
+            The same statistic, with the same options, of other rows.
+        """
         if not isinstance(other, PPCASums):
             raise TypeError(f"cannot merge PPCASums with {type(other).__name__}")
         if other.yz.shape != self.yz.shape:

@@ -205,7 +205,13 @@ class CentredProduct(Statistic):
         return 8 * rows * (n_features + width + 1)
 
     def merge(self, other: Self) -> Self:
-        """Chan merge of two disjoint sets of rows sketched with the same basis."""
+        """Chan merge of two disjoint sets of rows sketched with the same basis.
+
+        Parameters
+        ----------
+        other : CentredProduct
+            The same statistic, with the same options, of other rows.
+        """
         if not isinstance(other, CentredProduct):
             raise TypeError(f"cannot merge CentredProduct with {type(other).__name__}")
         if other.product.shape != self.product.shape:
@@ -234,7 +240,13 @@ class CentredProduct(Statistic):
 
     # --------------------------------------------------------------- read-outs
     def total_variance(self, ddof: float = 0) -> float:
-        """Trace of the covariance, ``sum(sq) / (count - ddof)``."""
+        """Trace of the covariance, ``sum(sq) / (count - ddof)``.
+
+        Parameters
+        ----------
+        ddof : float, default 0
+            Delta degrees of freedom: the divisor is ``count - ddof``.
+        """
         if self.sq.size == 0:
             raise ValueError("total_variance needs the diagonal: build with diagonal=True")
         denom = self.count - ddof
