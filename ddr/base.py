@@ -349,8 +349,16 @@ class DDRMixin:
     ) -> None:
         """Save the fitted estimator to a Zarr group (arrays as arrays, parameters as JSON).
 
-        ``path`` is a local path or a URL (``s3://...``; ``storage_options`` as for
-        :func:`ddr.io.open_input`). Load it back with :func:`ddr.load`. No pickle is written.
+        Load it back with :func:`ddr.load`. No pickle is written.
+
+        Parameters
+        ----------
+        path : str or path-like
+            A local path or a URL (``s3://...``).
+        if_exists : {"error", "overwrite", "skip-if-complete"}, default "error"
+            What to do when something is at ``path`` already.
+        storage_options : dict, optional
+            Options of the URL's filesystem, as for :func:`ddr.io.open_input`.
         """
         from ddr.io.models import save_model  # io sits above estimators; imported on use
 

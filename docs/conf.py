@@ -18,7 +18,7 @@ sys.path.insert(0, str(HERE / "_ext"))
 
 project = "ddr"
 author = "the ddr developers"
-copyright = "the ddr developers"  # noqa: A001 (Sphinx's name)
+copyright = "the ddr developers"
 version = release = ddr.__version__
 
 extensions = [
@@ -58,8 +58,11 @@ numpydoc_validation_checks = {
     "YD01",
 }  # fmt: skip
 # the memory-estimate hooks are documented once, on Statistic; each override says in one
-# line what it counts
-numpydoc_validation_exclude = {r"^ddr\.stats\.(?!Statistic\.)\w+\.(value|block)_nbytes$"}
+# line what it counts; module constants are documented by a one-line ``#:`` comment
+numpydoc_validation_exclude = {
+    r"^ddr\.(stats|linalg\.nystrom)\.(?!Statistic\.)\w+\.(value|block)_nbytes$",
+    r"^ddr\.\w+(\.\w+)?\.[A-Z][A-Z_]+$",
+}
 
 # Types of other projects: no intersphinx (the CI builds offline), so nitpicky mode is told
 # which packages' names are external rather than unresolved.
@@ -83,17 +86,19 @@ html_theme_options = {
 html_static_path: list[str] = []
 
 
-def skip_metadata_routing(app, what, name, obj, skip, options):
-    """Leave out the ``set_*_request`` methods scikit-learn generates on every estimator.
+def skip_sklearn_machinery(app, what, name, obj, skip, options):
+    """Leave out the methods scikit-learn's mixins add for its own machinery.
 
-    They document scikit-learn's metadata routing (its glossary and labels), which ddr's
-    estimators take no part in.
+    They document scikit-learn's metadata routing and output containers (its glossary and
+    gallery), which ddr's estimators take no part in: their outputs follow their input.
     """
-    if name == "get_metadata_routing" or (name.startswith("set_") and name.endswith("_request")):
+    if name in {"get_metadata_routing", "set_output"} or (
+        name.startswith("set_") and name.endswith("_request")
+    ):
         return True
     return skip
 
 
 def setup(app):
     """Connect the hooks above."""
-    app.connect("autodoc-skip-member", skip_metadata_routing)
+    app.connect("autodoc-skip-member", skip_sklearn_machinery)

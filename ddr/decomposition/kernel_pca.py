@@ -5,7 +5,7 @@ Exact (``method="exact"``) is scikit-learn's algorithm: the centred Gram matrix
 norm ``1/sqrt(lambda)``, and out-of-sample projections ``k_c(x, X) alpha / sqrt(lambda)``
 centred consistently with the training Gram matrix (beyond :data:`DENSE_MAX_SAMPLES` rows,
 with few components, the top eigenpairs come from Lanczos instead of the dense solver). It
-holds the n x n matrix, so it is refused beyond :data:`EXACT_MAX_SAMPLES` rows.
+holds the n x n matrix, so it is refused beyond ``EXACT_MAX_SAMPLES`` rows.
 
 Nystrom (``method="nystrom"``) never holds more than a few row blocks:
 
@@ -157,7 +157,7 @@ default="linear"
     fit_inverse_transform : bool, default=False
         Learn the pre-image map used by :meth:`inverse_transform`.
     method : {"auto", "exact", "nystrom"}, default="auto"
-        ``exact`` holds the n x n Gram matrix (n <= :data:`EXACT_MAX_SAMPLES`); ``nystrom``
+        ``exact`` holds the n x n Gram matrix (n <= ``EXACT_MAX_SAMPLES``); ``nystrom``
         uses ``n_landmarks`` landmarks; ``auto`` is exact when n <= n_landmarks (where
         Nystrom could not be cheaper) and Nystrom otherwise.
     n_landmarks : int, default=1000

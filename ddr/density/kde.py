@@ -130,7 +130,7 @@ class KernelDensity(DDRMixin, BaseEstimator):
         Gaussian kernel's: the other kernels jump or have kinks, which makes the error first
         order, within ``spacing / h``.
         "auto": binned for 1-D/2-D data with more than 50 000 rows and a kernel in
-        :data:`BINNED_KERNELS`, exact otherwise.
+        ``ddr.density.kde.BINNED_KERNELS``, exact otherwise.
     n_bins : int, optional
         Lattice points per axis for "binned" (default 4096 in 1-D, 1024 in 2-D).
     cv_bandwidths : array-like, optional

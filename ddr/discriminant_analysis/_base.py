@@ -97,6 +97,16 @@ class DiscriminantBase(BaseGenerativeClassifier):
 
         Equals ``fit`` on all batches together. ``classes`` is required on the first call.
 
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        y : array-like, dask array or DataArray of shape (n_samples,)
+            Class labels.
+        classes : array-like of shape (n_classes,), optional
+            Every class label; required on the first call.
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
         Returns
         -------
         self
@@ -130,6 +140,12 @@ class DiscriminantBase(BaseGenerativeClassifier):
 
     def decision_function(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
         """Class scores; for two classes the log-odds of ``classes_[1]``, shape (n_samples,).
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
 
         Returns
         -------

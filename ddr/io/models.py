@@ -294,17 +294,17 @@ def load(
     storage_options : mapping, optional
         Options of the URL's filesystem, as for :func:`ddr.io.open_input`.
 
+    Returns
+    -------
+    estimator
+        The estimator as it was saved.
+
     Raises
     ------
     FileNotFoundError
         Nothing is at ``path``.
     ValueError
         The path holds no ddr model, or an incomplete one (an interrupted save).
-
-    Returns
-    -------
-    estimator
-        The estimator as it was saved.
     """
     p = resolve(path, storage_options)
     shown = p.url if isinstance(path, Location) else redact(str(path))

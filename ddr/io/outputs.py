@@ -66,6 +66,7 @@ __all__ = [
     "write_zarr",
 ]
 
+#: The group attribute that says whether an output is ``"complete"`` (written last).
 STATUS_ATTR = "ddr:status"
 FINGERPRINT_ATTR = "ddr:fingerprint"
 PROVENANCE_ATTR = "ddr:provenance"
@@ -245,9 +246,24 @@ def history_line(argv: list[str] | None = None) -> str:
 class PendingOutput:
     """An output whose metadata is written and whose data is a dask ``Delayed`` (or None).
 
-    Compute :attr:`delayed` (possibly together with other outputs, to share passes), then
-    call :meth:`finalize` to check every chunk and mark the output complete. Chunks written
-    by other means go through :attr:`store` (it holds the claim, when there is one).
+    Compute ``delayed`` (possibly together with other outputs, to share passes), then call
+    :meth:`finalize` to check every chunk and mark the output complete. Chunks written by
+    other means go through ``store`` (it holds the claim, when there is one).
+
+    Parameters
+    ----------
+    path : Location
+        Where the output is.
+    delayed : Delayed or None
+        The writes of its data; None when there is nothing left to write.
+    attrs : dict
+        Group attributes written when it is marked complete.
+    skipped : bool, default False
+        The output was complete already (``if_exists="skip-if-complete"``): nothing to do.
+    store : zarr store, optional
+        The output's store, through which every write checks the claim.
+    claim : Claim, optional
+        The run's claim on the output.
     """
 
     path: Location
@@ -258,6 +274,7 @@ class PendingOutput:
     claim: Claim | None = None
 
     def finalize(self) -> None:
+        """Check that every chunk of the output is written, then mark it complete."""
         if self.skipped:
             return
         with self.path.errors("write"):

@@ -26,14 +26,21 @@ _SHOWN = 5  # keys named in the message; the rest are counted
 class MissingChunksError(ValueError):
     """Chunks of an input array are not stored.
 
-    Attributes
+    Parameters
     ----------
+    where : str
+        The array as the message names it (its URL, secrets redacted).
     array : str
         The array's path in its store.
     missing : list of str
         The store keys of the missing chunks (or shards).
     n_chunks : int
         The number of chunks (or shards) the array has.
+
+    Attributes
+    ----------
+    array, missing, n_chunks
+        The parameters of those names.
     """
 
     def __init__(self, where: str, array: str, missing: list[str], n_chunks: int) -> None:

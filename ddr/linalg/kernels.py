@@ -65,6 +65,19 @@ class KernelSpec:
 
     Build with :func:`make_kernel`. Holds only what a worker needs to evaluate the kernel on a
     block, so it can be shipped with the tasks of a dask graph.
+
+    Parameters
+    ----------
+    kernel : str or callable
+        A name in :data:`KERNELS` or a function of two rows.
+    gamma : float or None
+        Kernel coefficient of the kernels that use it (resolved by :func:`make_kernel`).
+    degree : float, default 3
+        Degree of ``poly``.
+    coef0 : float, default 1.0
+        Constant term of ``poly`` and ``sigmoid``.
+    kernel_params : tuple of (str, object) pairs
+        Keyword arguments of a callable kernel.
     """
 
     kernel: str | Callable[..., Any]

@@ -101,11 +101,12 @@ def lazy_rows(X: Any, indices: np.ndarray) -> tuple[Any, Callable[[Any], np.ndar
 
 
 def sample_rows(X: Any, indices: np.ndarray) -> np.ndarray:
-    """Rows ``X[indices]`` as float64 numpy, reading only what holds them.
+    """Read rows ``X[indices]`` as float64 numpy, only the chunks that hold them.
 
     Parameters
     ----------
     X : ndarray or dask.array.Array of shape (n_samples, n_features)
+        The data.
     indices : ndarray of int, unique
         In any order: the rows come back in this order.
 
@@ -142,6 +143,9 @@ def select_landmarks(
         the landmarks over the data, which helps when it is clustered (Zhang, Tsang and Kwok,
         2008).
     random_state : numpy Generator
+        Draws the rows.
+    sample_size : int, optional
+        Rows of the uniform sample ``kmeans++`` seeds from (see ``method``).
 
     Returns
     -------
@@ -265,7 +269,18 @@ class NystromMap:
         return NystromMap(self.landmarks, self.normalization @ U.T, self.eigenvalues, self.kernel)
 
     def transform(self, X: np.ndarray) -> np.ndarray:
-        """phi(X), shape (n, r), in float64 (sub-blocked)."""
+        """Map rows to their Nystrom features ``phi(X)``, in float64 (sub-blocked).
+
+        Parameters
+        ----------
+        X : ndarray of shape (n, n_features)
+            Rows in memory.
+
+        Returns
+        -------
+        ndarray of shape (n, r)
+            Their features.
+        """
         return kernel_scores(X, self.landmarks, self.normalization, None, self.kernel)
 
     def __dask_tokenize__(self) -> Any:
@@ -279,7 +294,22 @@ def fit_nystrom(landmarks: np.ndarray, kernel: KernelSpec, *, stacklevel: int = 
 
     Eigenvalues at or below ``max * m * eps`` are dropped (their directions carry no
     information the arithmetic can resolve, and ``S^{-1/2}`` would amplify rounding). A
-    kernel that is not PSD on the landmarks gets a :class:`KernelNotPSDWarning`.
+    kernel that is not PSD on the landmarks gets a
+    :class:`~ddr.linalg.kernels.KernelNotPSDWarning`.
+
+    Parameters
+    ----------
+    landmarks : ndarray of shape (m, n_features)
+        The landmark rows.
+    kernel : KernelSpec
+        The kernel, from :func:`~ddr.linalg.kernels.make_kernel`.
+    stacklevel : int, default 2
+        Of the warning, so that it points at the caller's caller.
+
+    Returns
+    -------
+    NystromMap
+        The feature map.
     """
     L = np.ascontiguousarray(landmarks, dtype=np.float64)
     K = pairwise_kernel(L, None, kernel)
@@ -351,6 +381,11 @@ class NystromMoments(Moments):
     (rows x m) kernel block is never held whole. Merge and read-outs are those of Moments:
     ``covariance()`` is the covariance of the mapped features, whose eigensystem is the
     centred kernel PCA of the approximate kernel.
+
+    Parameters
+    ----------
+    count, mean, scatter, n_rows
+        As for :class:`~ddr.stats.Moments`, of the mapped features.
     """
 
     @classmethod

@@ -58,6 +58,16 @@ def orthonormalize(Z: np.ndarray) -> np.ndarray:
     Signs are fixed (non-negative diagonal of R) so the result is deterministic; columns of a
     rank-deficient ``Z`` are completed with orthonormal directions, so the result always has
     ``l`` orthonormal columns.
+
+    Parameters
+    ----------
+    Z : ndarray of shape (d, l)
+        The columns, d >= l.
+
+    Returns
+    -------
+    ndarray of shape (d, l)
+        Orthonormal columns spanning those of ``Z``.
     """
     Q, R = scipy.linalg.qr(Z, mode="economic", check_finite=False)
     signs = np.where(np.diagonal(R) < 0, -1.0, 1.0)
@@ -65,7 +75,7 @@ def orthonormalize(Z: np.ndarray) -> np.ndarray:
 
 
 def nystrom_eigh(V: np.ndarray, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Eigenpairs of the Nystrom approximation ``Z (V^T Z)^+ Z^T`` of a PSD matrix ``S``.
+    """Compute the eigenpairs of the Nystrom approximation ``Z (V^T Z)^+ Z^T`` of a PSD ``S``.
 
     Parameters
     ----------
@@ -117,7 +127,7 @@ def nystrom_eigh(V: np.ndarray, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class RandomizedEigh:
     """Result of :func:`randomized_scatter_eigh`.
 
-    Attributes
+    Parameters
     ----------
     count : float
         Number of rows.
@@ -140,8 +150,25 @@ class RandomizedEigh:
 
 
 def randomized_passes(n_features: int, n_basis: int, n_power_iter: int) -> int:
-    """The passes :func:`randomized_scatter_eigh` makes: ``n_power_iter + 1``, fewer when the
-    Krylov space of blocks of width ``n_basis`` fills all ``n_features`` dimensions first."""
+    """Count the passes :func:`randomized_scatter_eigh` makes over the data.
+
+    ``n_power_iter + 1``, fewer when the Krylov space of blocks of width ``n_basis`` fills
+    all ``n_features`` dimensions first.
+
+    Parameters
+    ----------
+    n_features : int
+        Width d of the data.
+    n_basis : int
+        Width l of the test matrix.
+    n_power_iter : int
+        Power (block Krylov) iterations asked for.
+
+    Returns
+    -------
+    int
+        Passes.
+    """
     return min(n_power_iter + 1, -(-n_features // max(n_basis, 1)))
 
 
@@ -175,7 +202,7 @@ def randomized_scatter_eigh(
         NaN in a block) into the caller's message; it must raise.
     label : str
         Names the job in the progress records (one INFO record per pass, see
-        :mod:`ddr.progress`).
+        ``ddr.progress``).
 
     Returns
     -------
@@ -252,12 +279,30 @@ def _pass(
 def lazy_pass(
     X: Any, V: np.ndarray, center: np.ndarray | None, split_every: int | None = None
 ) -> Any:
-    """The merged :class:`CentredProduct` of the dask array ``X`` for basis ``V``, as a Delayed.
+    """The merged :class:`~ddr.stats.CentredProduct` of ``X`` for basis ``V``, as a Delayed.
 
     The basis (and the centre) enter the graph once, as their own keys that every block task
     depends on, instead of being embedded in every task: with d = 100 000 columns ``V`` alone
     is 16 MB, and a distributed scheduler then ships it once per worker. The trace is needed
     once: passes with a centre skip the diagonal.
+
+    Parameters
+    ----------
+    X : dask.array.Array of shape (n_samples, d)
+        The data, one chunk along features.
+    V : ndarray of shape (d, l)
+        The basis.
+    center : ndarray of shape (d,) or None
+        The shift the rows are centred on before multiplying (the mean from an earlier
+        pass; the result does not depend on it beyond round-off). None (the first pass):
+        each block's own, and the diagonal of the scatter (the trace) is accumulated too.
+    split_every : int, optional
+        Fan-in of the tree merge (default: :func:`ddr.stats.compute`'s).
+
+    Returns
+    -------
+    Delayed
+        Computes to the :class:`~ddr.stats.CentredProduct`.
     """
     Vd = dask.delayed(V, pure=True)
     cd = None if center is None else dask.delayed(center, pure=True)

@@ -11,7 +11,7 @@ __all__ = ["component_signs"]
 
 
 def component_signs(vectors: np.ndarray, *, axis: int) -> np.ndarray:
-    """Signs (+1/-1) that make the largest absolute entry of each vector positive.
+    """Return the signs (+1/-1) that make the largest absolute entry of each vector positive.
 
     Parameters
     ----------

@@ -399,6 +399,8 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC
         Parameters
         ----------
         X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
 
         Returns
         -------
@@ -410,6 +412,12 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC
     def predict_log_proba(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
         """Log posterior ``log p(c | x)``, normalised by log-sum-exp (no underflow).
 
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
         Returns
         -------
         ndarray, dask array or DataArray of shape (n_samples, n_classes)
@@ -419,6 +427,12 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC
     def predict_proba(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
         """Posterior probabilities ``p(c | x)``.
 
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
         Returns
         -------
         ndarray, dask array or DataArray of shape (n_samples, n_classes)
@@ -427,6 +441,12 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC
 
     def predict(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
         """The most probable class of each row (one blockwise pass).
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
 
         Returns
         -------
@@ -450,6 +470,16 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC
         sample_dim: Hashable | None = None,
     ) -> float:
         """Mean accuracy on ``(X, y)``; one pass over dask input.
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        y : array-like, dask array or DataArray of shape (n_samples,)
+            True labels.
+        sample_weight : array-like of shape (n_samples,), optional
+            Weights of the rows in the mean.
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
 
         Returns
         -------

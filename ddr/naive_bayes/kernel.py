@@ -126,7 +126,7 @@ class KernelNB(BaseGenerativeClassifier):
         spacings per bandwidth), log-densities in the tails stay accurate to 1% relative.
         "auto": exact for ``fit`` on at most 5000 rows, binned otherwise and for
         ``partial_fit``, for the Gaussian kernel; exact always for the other kernels, whose
-        binned error is first order (:data:`ddr.density._kernels.BINNED_KERNELS`).
+        binned error is first order (``ddr.density.kde.BINNED_KERNELS``).
     n_bins : int, default=2048
     priors : array-like of shape (n_classes,), optional
     var_smoothing : float, default=1e-9

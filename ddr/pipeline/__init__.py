@@ -52,7 +52,29 @@ def run_pipeline(
 ) -> Any:
     """Plan and run a pipeline file under the active dask scheduler; returns its summary.
 
-    ``overrides`` are ``--set key=value`` strings; ``run_kwargs`` go to :func:`run_plan`.
+    What ``ddr run`` does, from Python: start a cluster first (or use the threaded scheduler)
+    to choose where the work runs.
+
+    Parameters
+    ----------
+    path : str
+        The pipeline file (YAML).
+    overrides : sequence of str
+        ``key=value`` strings, as ``ddr run --set`` takes them (e.g. ``"params.k=5"``).
+    force : bool, default False
+        Rewrite complete outputs too (``ddr run --force``).
+    resume : bool, default False
+        Keep the complete outputs of an interrupted run, recompute the rest
+        (``ddr run --resume``).
+    **run_kwargs
+        ``summary_path``, ``performance_report``, ``argv``, ``clock``: passed to
+        ``ddr.pipeline.run_plan``.
+
+    Returns
+    -------
+    RunSummary
+        What each step and output did, the passes over the data and the wall time; its
+        ``to_dict()`` is what ``run-summary.json`` holds.
     """
     from ddr.pipeline.planner import plan_pipeline
     from ddr.pipeline.runner import run_plan

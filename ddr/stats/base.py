@@ -145,10 +145,10 @@ class Statistic(abc.ABC):
 
     @classmethod
     def spec(cls, **options: Any) -> StatSpec:
-        """A configured statistic for :func:`compute`, e.g. ``Moments.spec(diagonal=True)``.
+        """A configured statistic for :func:`~ddr.stats.compute`.
 
-        Options declared in ``_parameter_constraints`` are checked here (an
-        ``InvalidParameterError`` naming the option).
+        E.g. ``Moments.spec(diagonal=True)``. Options declared in ``_parameter_constraints``
+        are checked here (an ``InvalidParameterError`` naming the option).
 
         Parameters
         ----------
@@ -210,10 +210,8 @@ class StatSpec:
 
     Parameters
     ----------
-    cls : type of Statistic
-        The statistic.
     options : tuple of (str, object) pairs
-        Its options, sorted by name.
+        The options, sorted by name (the first field, ``cls``, is the statistic's class).
     """
 
     cls: type[Statistic]

@@ -79,7 +79,25 @@ class CategoricalCounts(Statistic):
         *,
         max_categories: int = MAX_CATEGORIES,
     ) -> Self:
-        """Counts of one in-memory block of integer category codes."""
+        """Counts of one in-memory block of integer category codes.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_rows, n_features)
+            The block of non-negative integer codes.
+        y : ndarray of shape (n_rows,), optional
+            Class labels: one statistic per class when given.
+        sample_weight : ndarray of shape (n_rows,), optional
+            Non-negative frequency weights.
+        max_categories : int
+            Refuse codes at or above this (a guard against continuous data given by
+            mistake, which would allocate a count per distinct value).
+
+        Returns
+        -------
+        CategoricalCounts
+            Per class, feature and category, the (weighted) counts.
+        """
         X = check_categories(check_block(X), max_categories)
         n, d = X.shape
         w = check_weights(sample_weight, n)
@@ -140,9 +158,21 @@ class CategoricalCounts(Statistic):
     def frequencies(self, alpha: float = 0.0, n_categories: np.ndarray | None = None) -> list:
         """Smoothed category frequencies per feature.
 
-        Returns a list over features of arrays of shape (n_classes, n_categories_j):
-        ``(count + alpha) / (class count + alpha * n_categories_j)``, the multinomial MLE
-        for ``alpha=0`` and the posterior mean under a symmetric Dirichlet(alpha) prior.
+        ``(count + alpha) / (class count + alpha * n_categories_j)``: the multinomial MLE for
+        ``alpha=0`` and the posterior mean under a symmetric Dirichlet(alpha) prior.
+
+        Parameters
+        ----------
+        alpha : float, default 0.0
+            Additive (Laplace/Lidstone) smoothing.
+        n_categories : ndarray of shape (n_features,), optional
+            Categories per feature (default: those seen), e.g. to include codes that
+            appear only at prediction time.
+
+        Returns
+        -------
+        list of ndarray
+            Over features, arrays of shape (n_classes, n_categories_j).
         """
         cats = self.n_categories if n_categories is None else np.asarray(n_categories)
         out = []

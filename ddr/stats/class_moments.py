@@ -160,7 +160,26 @@ class ClassMoments(Statistic):
         diagonal: bool = False,
         nan_policy: NanPolicy = "raise",
     ) -> Self:
-        """Class moments of one in-memory block; see :meth:`Moments.from_block` for options."""
+        """Class moments of one in-memory block.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_rows, n_features)
+            The block.
+        y : ndarray of shape (n_rows,)
+            Class labels (required).
+        sample_weight : ndarray of shape (n_rows,), optional
+            Non-negative frequency weights.
+        diagonal : bool, default False
+            Per-feature variances only, as for :meth:`Moments.from_block`.
+        nan_policy : {"raise", "omit"}, default "raise"
+            As for :meth:`Moments.from_block`, per feature within each class.
+
+        Returns
+        -------
+        ClassMoments
+            One :class:`Moments` per class present in the block.
+        """
         X = check_block(X)
         if y is None:
             raise ValueError("ClassMoments needs class labels y; got y=None")
@@ -213,7 +232,24 @@ class ClassMoments(Statistic):
         diagonal: bool = False,
         per_feature: bool = False,
     ) -> Self:
-        """Declared classes with no rows yet: the identity of :meth:`merge` for those classes."""
+        """Declared classes with no rows yet: the identity of :meth:`merge` for those classes.
+
+        Parameters
+        ----------
+        classes : ndarray of shape (n_classes,)
+            The class labels, without duplicates.
+        n_features : int
+            Width of the data.
+        diagonal : bool, default False
+            Per-feature variances only.
+        per_feature : bool, default False
+            Per-feature counts (``nan_policy="omit"`` with ``diagonal=True``).
+
+        Returns
+        -------
+        ClassMoments
+            Zero rows in every class.
+        """
         classes = np.asarray(classes)
         classes = check_labels(classes, classes.shape[0], name="classes")
         uniq = np.unique(classes)

@@ -113,9 +113,28 @@ def lazy(
 ) -> Delayed:
     """The merged statistic(s) of ``X`` as a dask ``Delayed``, for composition.
 
-    Parameters are those of :func:`compute`. Pass several ``lazy`` results to one
-    ``dask.compute`` to share the pass over their common input. numpy input is wrapped as a
-    single-block dask array.
+    Pass several ``lazy`` results to one ``dask.compute`` to share the pass over their common
+    input. numpy input is wrapped as a single-block dask array.
+
+    Parameters
+    ----------
+    stats : Statistic class, StatSpec, or a list/tuple of them
+        As for :func:`compute`.
+    X : array-like, dask.array.Array or xarray.DataArray, shape (n_samples, n_features)
+        As for :func:`compute`.
+    y : array-like of shape (n_samples,), optional
+        Class labels, for statistics that use them.
+    sample_weight : array-like of shape (n_samples,), optional
+        Non-negative frequency weights.
+    sample_dim : hashable, optional
+        The sample dimension of a DataArray ``X`` (default: its first dimension).
+    split_every : int, optional
+        Fan-in of the merge tree (default as for :func:`compute`).
+
+    Returns
+    -------
+    Delayed
+        Computes to what :func:`compute` returns.
     """
     specs, single = _specs(stats)
     rows = as_rows(X, sample_dim=sample_dim)
@@ -200,7 +219,7 @@ def compute(
         The sample dimension of a DataArray ``X`` (default: its first dimension).
     split_every : int, optional
         Fan-in of the merge tree (default 16, fewer for more than 1024 features: see
-        :func:`default_split_every`).
+        ``ddr.stats.engine.default_split_every``).
     **compute_kwargs
         Passed to ``dask.compute`` for dask input (e.g. ``scheduler=``).
 

@@ -142,6 +142,12 @@ class Histogram(Statistic):
 
         Parameters
         ----------
+        X : ndarray of shape (n_rows, n_features)
+            The block (finite values).
+        y : ndarray of shape (n_rows,), optional
+            Class labels: one statistic per class when given.
+        sample_weight : ndarray of shape (n_rows,), optional
+            Non-negative frequency weights.
         n_bins : int
             Lattice points kept per feature (at least 16).
         min_bin_width : float, optional
@@ -182,7 +188,22 @@ class Histogram(Statistic):
 
     @classmethod
     def empty(cls, classes: np.ndarray | None, n_features: int, n_bins: int = DEFAULT_BINS) -> Self:
-        """No data yet: the identity of :meth:`merge`."""
+        """No data yet: the identity of :meth:`merge`.
+
+        Parameters
+        ----------
+        classes : ndarray of shape (n_classes,) or None
+            Class labels, or None for one histogram of all rows.
+        n_features : int
+            Width of the data.
+        n_bins : int
+            Lattice points per feature.
+
+        Returns
+        -------
+        Histogram
+            Zero counts.
+        """
         k = 1 if classes is None else len(classes)
         return cls(
             classes,
@@ -272,7 +293,18 @@ class Histogram(Statistic):
         return np.ldexp(1.0, self.exponent)
 
     def grid(self, j: int) -> np.ndarray:
-        """Positions of feature ``j``'s lattice points, shape (n_bins,)."""
+        """Return the positions of feature ``j``'s lattice points.
+
+        Parameters
+        ----------
+        j : int
+            The feature.
+
+        Returns
+        -------
+        ndarray of shape (n_bins,)
+            Increasing positions.
+        """
         return np.ldexp(
             (self.start[j] + np.arange(self.n_bins)).astype(np.float64), int(self.exponent[j])
         )

@@ -67,7 +67,22 @@ class PairwiseMoments(Statistic):
         y: np.ndarray | None = None,
         sample_weight: np.ndarray | None = None,
     ) -> Self:
-        """Pairwise sums of one block (NaN entries are missing; infinities are refused)."""
+        """Pairwise sums of one block (NaN entries are missing; infinities are refused).
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_rows, n_features)
+            The block.
+        y : ndarray of shape (n_rows,), optional
+            Ignored (pairwise moments take no labels).
+        sample_weight : ndarray of shape (n_rows,), optional
+            Not supported (must be None).
+
+        Returns
+        -------
+        PairwiseMoments
+            The sums of this block.
+        """
         X = check_block(X)
         if sample_weight is not None:
             raise ValueError("PairwiseMoments does not support sample_weight")
@@ -139,7 +154,7 @@ class PairwiseMoments(Statistic):
         return s1, s2
 
     def merge(self, other: Self) -> Self:
-        """Sums of the union of two disjoint sets of rows, about a count-weighted shift.
+        """Combine the sums of two disjoint sets of rows, about a count-weighted shift.
 
         Parameters
         ----------

@@ -348,7 +348,20 @@ class PPCASums(Statistic):
 
     @classmethod
     def empty(cls, d: int, q: int) -> Self:
-        """The identity of :meth:`merge`."""
+        """The identity of :meth:`merge`.
+
+        Parameters
+        ----------
+        d : int
+            Width of the data.
+        q : int
+            Number of latent dimensions.
+
+        Returns
+        -------
+        PPCASums
+            No rows.
+        """
         return cls(
             0,
             0,

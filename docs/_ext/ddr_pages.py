@@ -1,9 +1,9 @@
 """Pages generated from the repository at build time, so they cannot drift from it.
 
-- ``examples/generated/<name>.md``: one page per ``pipelines/*.yaml``, titled by the
-  pipeline's ``description``; its header comment (what it demonstrates, prose, and the
-  commands that run it, indented by three spaces) rendered as text and a ``bash`` block, then
-  the pipeline itself included from the file.
+- ``examples/generated/<name>.md``: one page per ``pipelines/*.yaml``, titled by its file
+  name, with its ``description``; its header comment (what it demonstrates, as prose, and
+  the commands that run it, indented) rendered as text and ``bash`` blocks; then the
+  pipeline itself, included from the file.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from sphinx.application import Sphinx
 
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINES = ROOT / "pipelines"
-COMMAND_INDENT = "   "  # "#   ddr run ..." in a header is a command, "# text" is prose
+COMMAND_INDENT = "  "  # "#   ddr run ..." (after "# ") in a header is a command, "# text" prose
 
 
 def split_header(lines: list[str]) -> tuple[list[str], int]:
