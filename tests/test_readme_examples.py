@@ -1,4 +1,5 @@
-"""Every python example in README.md runs as written, on small data under the names it uses."""
+"""Every python example in README.md and in the user guide (docs/**/*.md) runs as written, on
+small data under the names it uses."""
 
 from __future__ import annotations
 
@@ -17,7 +18,15 @@ import ddr
 from ddr.demo import DemoSpec, write_demo_data
 
 ROOT = Path(__file__).resolve().parents[1]
-BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("**/*.md"))]
+# (where, code) of every python block, in page order
+EXAMPLES = [
+    (f"{page.relative_to(ROOT)} python example {i}", code)
+    for page in PAGES
+    for i, code in enumerate(re.findall(r"```python\n(.*?)```", page.read_text(), re.S))
+]
+BLOCKS = [code for _, code in EXAMPLES]
+IDS = [where for where, _ in EXAMPLES]
 
 
 def _views(path: Path, rng: np.random.Generator) -> None:
@@ -56,11 +65,12 @@ def _names_for(index: int, rng: np.random.Generator) -> dict:
     return {"ddr": ddr}
 
 
-def test_readme_has_the_examples_this_file_runs():
+def test_readme_and_docs_have_the_examples_this_file_runs():
     assert len(BLOCKS) >= 8
+    assert any(where.startswith("README.md") for where in IDS)
 
 
-@pytest.mark.parametrize("index", range(len(BLOCKS)))
+@pytest.mark.parametrize("index", range(len(BLOCKS)), ids=IDS)
 def test_readme_example_is_ruff_formatted(index):
     ruff = [sys.executable, "-m", "ruff", "format", "--line-length", "100", "--diff", "-"]
     result = subprocess.run(ruff, input=BLOCKS[index], capture_output=True, text=True)
@@ -69,11 +79,11 @@ def test_readme_example_is_ruff_formatted(index):
 
 # the examples' sizes are for real data: 256 random projections of 12 features say so
 @pytest.mark.filterwarnings("ignore:The number of components is higher than the number")
-@pytest.mark.parametrize("index", range(len(BLOCKS)))
+@pytest.mark.parametrize("index", range(len(BLOCKS)), ids=IDS)
 def test_readme_example_runs(index, data_dir, tmp_path, monkeypatch):
     for entry in data_dir.iterdir():  # each example writes into a directory of its own
         (tmp_path / entry.name).symlink_to(entry, target_is_directory=True)
     monkeypatch.chdir(tmp_path)
     namespace = _names_for(index, np.random.default_rng(index))
     with dask.config.set(scheduler="threads"):
-        exec(compile(BLOCKS[index], f"README.md python example {index}", "exec"), namespace)
+        exec(compile(BLOCKS[index], IDS[index], "exec"), namespace)
