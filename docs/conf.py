@@ -36,7 +36,7 @@ templates_path = ["_templates"]
 root_doc = "index"
 
 # -- MyST: the user guide and the included benchmark tables are Markdown --------------------
-myst_enable_extensions = ["colon_fence", "deflist", "dollarmath"]
+myst_enable_extensions: list[str] = []  # plain CommonMark + tables: README text moves unchanged
 myst_heading_anchors = 4
 
 # -- API reference --------------------------------------------------------------------------

@@ -101,3 +101,13 @@ def test_every_example_pipeline_has_a_page_that_includes_it(path, ddr_pages):
     include = re.search(r"```\{literalinclude\} (\S+)\n:language: yaml\n:lines: (\d+)-", page)
     assert (out_dir / include.group(1)).resolve() == path.resolve()
     assert int(include.group(2)) == end + 1
+
+
+@pytest.mark.parametrize(
+    "page", ["README.md", *sorted(p.name for p in (ROOT / "docs").glob("*.md"))]
+)
+def test_relative_links_lead_to_files(page):
+    path = ROOT / page if page == "README.md" else ROOT / "docs" / page
+    targets = re.findall(r"\]\(([^)\s#]+)(?:#[^)]*)?\)", path.read_text())
+    missing = [t for t in targets if "://" not in t and not (path.parent / t).exists()]
+    assert not missing, f"{page} links to files that do not exist: {missing}"
