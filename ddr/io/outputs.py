@@ -389,7 +389,7 @@ def write_zarr(
     storage_options : mapping, optional
         Options of the URL's filesystem (credentials, ``endpoint_url``, ...).
     claim : Claim, optional
-        This run's claim on ``path`` (:mod:`ddr.io.claims`): every write checks it, and the
+        This run's claim on ``path`` (``ddr.io.claims``): every write checks it, and the
         output is marked complete only if no other run has taken it over.
 
     Returns
