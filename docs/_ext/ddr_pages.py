@@ -9,9 +9,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ruamel.yaml import YAML
-from sphinx.application import Sphinx
+
+if TYPE_CHECKING:  # the tests import this module without Sphinx installed
+    from sphinx.application import Sphinx
 
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINES = ROOT / "pipelines"
