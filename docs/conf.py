@@ -31,7 +31,7 @@ extensions = [
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
-exclude_patterns = ["_build", "**/README.md"]
+exclude_patterns = ["_build"]
 templates_path = ["_templates"]
 root_doc = "index"
 
@@ -47,8 +47,9 @@ autodoc_typehints = "none"  # the numpydoc Parameters sections say the types and
 autodoc_member_order = "groupwise"
 add_module_names = False
 
-numpydoc_show_class_members = False  # the class template lists the members
+numpydoc_show_class_members = False  # the class template documents the members
 # type descriptions ("ndarray of shape (n_samples, n_features)") stay text: no intersphinx
+numpydoc_xref_param_type = False
 # what numpydoc checks in every documented docstring (the build fails on any of these):
 # sections, their order and format, parameters that match the signature
 numpydoc_validation_checks = {
