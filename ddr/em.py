@@ -15,9 +15,9 @@ An estimator describes its model as an :class:`EMProblem` (the statistic to comp
 parameters, and the M-step) and calls :func:`fit_em` with an :class:`EMState` to start from.
 The state is small and plain (parameters, the log-likelihood curve, the iteration count), so a
 fit can be resumed from it: a fitted estimator rebuilds its state from its fitted attributes
-(which :meth:`save` stores and :func:`ddr.load` restores), and ``warm_start=True`` continues
+(which ``save`` stores and :func:`ddr.load` restores), and ``warm_start=True`` continues
 from there. Each iteration is reported through the estimator's logger as a progress record
-(:mod:`ddr.progress`) with its log-likelihood and its change::
+(``ddr.progress``) with its log-likelihood and its change::
 
     class Problem:
         def statistic(self, params):              # the E-step statistic at params
@@ -190,7 +190,20 @@ def fit_em(
 
 
 def loglik_detail(loglik: float, previous: float | None) -> str:
-    """``log-likelihood L, change dL (relative r)``: the detail of an iteration's record."""
+    """Describe an iteration: ``log-likelihood L, change dL (relative r)``.
+
+    Parameters
+    ----------
+    loglik : float
+        The iteration's log-likelihood.
+    previous : float or None
+        The previous iteration's (None for the first).
+
+    Returns
+    -------
+    str
+        The detail of the iteration's progress record.
+    """
     if previous is None:
         return f"log-likelihood {loglik:.10g}"
     change = loglik - previous

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import ddr
+import ddr.em
 import ddr.io
 import ddr.linalg
 import ddr.stats
@@ -48,8 +49,10 @@ def _documented() -> set[str]:
 
 
 def _public() -> set[str]:
-    """What the API reference must show: ddr's exports, ddr.stats, ddr.io, ddr.linalg.*."""
-    names = {"ddr", "ddr.linalg"} | {f"ddr.{name}" for name in ddr._EXPORTS}
+    """What the API reference must show: ddr's exports, ddr.em, ddr.stats, ddr.io,
+    ddr.linalg.*."""
+    names = {"ddr", "ddr.em", "ddr.linalg"} | {f"ddr.{name}" for name in ddr._EXPORTS}
+    names |= {f"ddr.em.{name}" for name in ddr.em.__all__}
     names |= {f"ddr.stats.{name}" for name in ddr.stats.__all__}
     names |= {f"ddr.io.{name}" for name in ddr.io.__all__}
     for info in pkgutil.iter_modules(ddr.linalg.__path__):

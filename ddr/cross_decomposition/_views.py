@@ -117,17 +117,23 @@ class TwoViewMixin(DDRMixin):
         return self.n_components_
 
     def transform(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> Any:
-        """Scores of X (and of Y when given), blockwise.
+        """Project X (and Y when given) onto the fitted directions, blockwise.
 
         Parameters
         ----------
         X : array-like, dask array or DataArray of shape (n_samples, n_features_x)
+            The first view.
         y : array-like, dask array or DataArray of shape (n_samples, n_features_y), optional
+            The second view.
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
 
         Returns
         -------
-        x_scores : same form as X, shape (n_samples, n_components_)
-        y_scores : same form as Y, shape (n_samples, n_components_); only when Y is given
+        x_scores : same form as X, shape (n_samples, ``n_components_``)
+            The scores of X.
+        y_scores : same form as Y, shape (n_samples, ``n_components_``)
+            The scores of Y; only when Y is given.
         """
         rows = self._rows(X, reset=False, sample_dim=sample_dim)
         (wx, mx), (wy, my) = self._projections()
@@ -161,7 +167,22 @@ class TwoViewMixin(DDRMixin):
         return xs, ys
 
     def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> Any:
-        """Fit, then return ``(x_scores, y_scores)`` (as scikit-learn's)."""
+        """Fit, then return ``(x_scores, y_scores)`` (as scikit-learn's).
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features_x)
+            The first view.
+        y : array-like, dask array or DataArray of shape (n_samples, n_features_y)
+            The second view.
+        **fit_params
+            ``sample_dim``, passed to :meth:`fit` and :meth:`transform`.
+
+        Returns
+        -------
+        x_scores, y_scores : same form as X and y, shape (n_samples, ``n_components_``)
+            The scores of both views.
+        """
         return self.fit(X, y, **fit_params).transform(X, y, **fit_params)
 
     def __sklearn_tags__(self):

@@ -357,13 +357,15 @@ class LatentGaussianModel(DDRMixin):
             Also return the posterior covariances (``sigma^2 M_n^{-1}`` for PPCA,
             ``(I + W_O^T Psi_O^{-1} W_O)^{-1}`` for factor analysis).
         sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
 
         Returns
         -------
-        Z : ndarray, dask array or DataArray of shape (n_samples, n_components_)
-        cov : ndarray or dask array of shape (n_samples, n_components_, n_components_)
-            Only with ``return_cov=True`` (a DataArray with dims (sample, component,
-            component_) for xarray input).
+        Z : ndarray, dask array or DataArray of shape (n_samples, ``n_components_``)
+            The posterior means.
+        cov : ndarray or dask array of shape (n_samples, ``n_components_``, ``n_components_``)
+            Only with ``return_cov=True`` (a DataArray with dims ``(sample, component,
+            component_)`` for xarray input).
         """
         rows = self._rows(X, reset=False, sample_dim=sample_dim, allow_nan=True)
         Z = map_rows(
@@ -414,11 +416,15 @@ class LatentGaussianModel(DDRMixin):
 
         Parameters
         ----------
-        X : array-like, dask array or DataArray of shape (n_samples, n_components_)
+        X : array-like, dask array or DataArray of shape (n_samples, ``n_components_``)
+            Values of the latent variables, e.g. posterior means from :meth:`transform`.
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
 
         Returns
         -------
-        ndarray, dask array or DataArray of shape (n_samples, n_features_in_)
+        ndarray, dask array or DataArray of shape (n_samples, ``n_features_in_``)
+            The model means.
         """
         rows = self._component_rows(X, sample_dim=sample_dim)
         W, mu, _ = self._args()
@@ -442,10 +448,14 @@ class LatentGaussianModel(DDRMixin):
         Parameters
         ----------
         X : array-like, dask array or DataArray of shape (n_samples, n_features)
+            NaN marks the entries to fill.
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
 
         Returns
         -------
         same form and shape as X
+            X with its missing entries filled.
         """
         rows = self._rows(X, reset=False, sample_dim=sample_dim, allow_nan=True)
         dtype = rows.data.dtype if np.dtype(rows.data.dtype).kind == "f" else np.float64
@@ -468,9 +478,17 @@ class LatentGaussianModel(DDRMixin):
     def score_samples(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
         """Log-likelihood of each row's observed entries under the model, blockwise.
 
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+            NaN marks missing entries.
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
         Returns
         -------
         ndarray, dask array or DataArray of shape (n_samples,)
+            One log-likelihood per row.
         """
         rows = self._rows(X, reset=False, sample_dim=sample_dim, allow_nan=True)
         return map_rows(
@@ -483,7 +501,22 @@ class LatentGaussianModel(DDRMixin):
         )
 
     def score(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> float:
-        """Mean log-likelihood of the rows (of their observed entries)."""
+        """Mean log-likelihood of the rows (of their observed entries).
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+            NaN marks missing entries.
+        y : None
+            Ignored.
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
+        Returns
+        -------
+        float
+            The mean over the rows of :meth:`score_samples`.
+        """
         ll = self.score_samples(X, sample_dim=sample_dim)
         if is_xarray(ll):
             ll = ll.data

@@ -150,13 +150,13 @@ class FactorAnalysis(
 
     Attributes
     ----------
-    components_ : ndarray of shape (n_components_, n_features)
+    components_ : ndarray of shape (n_components, n_features)
         The loadings W^T (factors by decreasing ``W^T Psi^{-1} W``, largest loading
         positive, then rotated if asked).
     noise_variance_ : ndarray of shape (n_features,)
         psi, each feature's noise variance.
     mean_ : ndarray of shape (n_features,)
-    loglike_ : ndarray of shape (n_iter_,)
+    loglike_ : ndarray of shape (n_iter,)
         Log-likelihood of the observed entries, summed over rows, at the start of each EM
         iteration.
     n_iter_ : int

@@ -50,6 +50,15 @@ _DECODE_ERRORS = (RuntimeError, ValueError, TypeError)
 class CorruptChunkError(ValueError):
     """A stored chunk of an input array could not be decoded.
 
+    Parameters
+    ----------
+    array : str
+        The array's location (redacted).
+    key : str
+        The chunk's store key, relative to the array.
+    detail : str
+        What the decoder said.
+
     Attributes
     ----------
     array : str

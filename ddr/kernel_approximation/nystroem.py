@@ -59,11 +59,11 @@ default="rbf"
 
     Attributes
     ----------
-    components_ : ndarray of shape (n_components_, n_features)
+    components_ : ndarray of shape (n_components, n_features)
         The landmark rows.
-    component_indices_ : ndarray of shape (n_components_,)
+    component_indices_ : ndarray of shape (n_components,)
         Their indices in the training data.
-    normalization_ : ndarray of shape (n_components_, n_components_)
+    normalization_ : ndarray of shape (n_components, n_components)
         ``K_LL^{+1/2}``: the inverse square root of the landmarks' kernel matrix on its
         numerically positive part. Features are ``k(X, components_) @ normalization_.T``.
     gamma_ : float
@@ -212,7 +212,7 @@ default="rbf"
 
         Returns
         -------
-        ndarray, dask array or DataArray of shape (n_samples, n_components_)
+        ndarray, dask array or DataArray of shape (n_samples, n_components)
         """
         rows = self._rows(X, reset=False, sample_dim=sample_dim)
         return map_rows(

@@ -262,9 +262,16 @@ class NystromMap:
         return self.normalization.shape[1]
 
     def symmetric(self) -> NystromMap:
-        """The same map in the landmarks' basis: ``k(x, L) K_LL^{+1/2}``, one column per
-        landmark (scikit-learn's Nystroem features), ``normalization`` ``U_r S_r^{-1/2}
-        U_r^T``. Inner products of the features are unchanged (a rotation)."""
+        """Return the same map in the landmarks' basis: ``k(x, L) K_LL^{+1/2}``.
+
+        One column per landmark (scikit-learn's Nystroem features), ``normalization``
+        ``U_r S_r^{-1/2} U_r^T``. Inner products of the features are unchanged (a rotation).
+
+        Returns
+        -------
+        NystromMap
+            The rotated map.
+        """
         U = self.normalization * np.sqrt(self.eigenvalues)
         return NystromMap(self.landmarks, self.normalization @ U.T, self.eigenvalues, self.kernel)
 
