@@ -21,6 +21,7 @@ _EXPORTS: dict[str, str] = {
     # linear reductions
     "StandardScaler": "ddr.preprocessing.scaler",
     "PCA": "ddr.decomposition.pca",
+    "TruncatedSVD": "ddr.decomposition.truncated_svd",
     "GaussianRandomProjection": "ddr.projection.random_projection",
     "SparseRandomProjection": "ddr.projection.random_projection",
     "johnson_lindenstrauss_min_dim": "ddr.projection.random_projection",

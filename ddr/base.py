@@ -22,7 +22,7 @@ from sklearn.base import _fit_context
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ddr.stats._input import Rows, align_to_rows, as_rows
+from ddr.stats._input import Rows, align_to_rows, as_rows, is_sparse
 
 __all__ = [
     "FEATURE",
@@ -241,15 +241,29 @@ class DDRMixin:
         if not reset:
             check_is_fitted(self)
         rows = as_rows(X, sample_dim=sample_dim) if _is_lazy_or_xarray(X) else None
+        sparse_ok = self.__sklearn_tags__().input_tags.sparse  # type: ignore[attr-defined]
+        if rows is not None and rows.is_lazy and rows.is_sparse and not sparse_ok:
+            raise TypeError(
+                f"{type(self).__name__} takes dense rows; X is a dask array of "
+                f"{type(rows.data._meta).__name__} blocks. Densify them with "
+                "X.map_blocks(lambda b: b.toarray(), meta=numpy.empty((0, 0))) if they fit, "
+                "or use an estimator that reads sparse rows (TruncatedSVD, MultinomialNB, "
+                "PLSA, ...: see the README)"
+            )
         if rows is None or not rows.is_lazy:
             data = X if rows is None else rows.data
+            # scikit-learn's own refusal of sparse input (a TypeError saying to densify)
+            # where the estimator does not read sparse rows
             arr = validate_data(
                 self,
                 data,
                 reset=reset,
+                accept_sparse="csr" if sparse_ok else False,
                 dtype=list(dtype) if isinstance(dtype, tuple) else dtype,
                 ensure_all_finite="allow-nan" if allow_nan else True,
             )
+            if is_sparse(arr):
+                arr = as_rows(arr).data  # CSR, as every sparse block ddr reads
             if rows is None:
                 return Rows(arr, "numpy")
             if reset:

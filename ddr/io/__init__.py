@@ -3,11 +3,13 @@
 - :func:`open_input`: a Zarr array or group member (v2/v3) or a netCDF variable, lazily;
   missing chunks are refused (:class:`MissingChunksError`) unless ``missing_chunks="fill"``.
 - :func:`from_zarr`: :func:`dask.array.from_zarr`, each chunk read and decoded once, no copy.
+- :func:`open_csr`: a CSR group (AnnData's layout) as a dask array of scipy.sparse row blocks.
 - :func:`write_zarr`: outputs that never look complete when they are not.
 - :func:`output_status`, :func:`read_attrs`: what an output holds and whether it is complete.
 - :func:`save_model` / :func:`load`: estimators to Zarr groups and back, no pickle.
 """
 
+from ddr.io.csr import open_csr
 from ddr.io.inputs import describe_input, open_input, opened_inputs
 from ddr.io.models import load, save_model
 from ddr.io.outputs import (
@@ -30,6 +32,7 @@ __all__ = [
     "describe_input",
     "from_zarr",
     "load",
+    "open_csr",
     "open_input",
     "opened_inputs",
     "output_status",

@@ -20,6 +20,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from ddr.io.csr import csr_blocks, csr_feature_names, is_csr_group
 from ddr.io.locations import Location, redact, resolve
 from ddr.io.stored_chunks import MissingChunks, check_chunks
 from ddr.io.zarr_chunks import from_zarr
@@ -110,7 +111,8 @@ def open_input(
     path : str, path-like or Location
         A Zarr array or a Zarr group (v2 or v3), as a local path or a URL (``s3://``,
         ``gs://``, ``az://``, ``http(s)://``, ``file://``, ``memory://``), or a local netCDF
-        file.
+        file. A CSR group (AnnData's ``csr_matrix`` encoding, e.g. the ``X`` of an AnnData
+        file) is read as scipy.sparse row blocks (:mod:`ddr.io.csr`).
     name : str, optional
         The array or variable inside a group or netCDF file (``"a/b"`` for nested groups).
         Required for groups; not allowed for a bare Zarr array.
@@ -135,6 +137,8 @@ def open_input(
     xarray.DataArray
         Dask-backed, with the stored dims (or ``("sample", "feature")`` for a 2-D array
         without dim names), coordinates when the group is an xarray Dataset, and attributes.
+        A CSR group gives dims ``("sample", "feature")``, blocks of about 8 Mi stored values,
+        and the AnnData ``var`` index beside it as the feature coordinate.
     """
     loc = resolve(path, storage_options)
     shown = redact(str(path)) if not isinstance(path, Location) else loc.url
@@ -170,6 +174,8 @@ def _open_zarr(
 ) -> xr.DataArray:
     store = loc.store(read_only=True)
     node = zarr.open(store=store, mode="r")
+    if name is None and is_csr_group(node):
+        return _from_csr_group(node, None, shown, loc.name.removesuffix(".zarr"), missing_chunks)
     if isinstance(node, zarr.Array):
         if name is not None:
             raise ValueError(f"{shown!r} is a Zarr array; name={name!r} is only for groups")
@@ -186,13 +192,15 @@ def _open_zarr(
         raise KeyError(
             f"no array {name!r} in the Zarr group {shown!r}; arrays: {_list_arrays(node)}"
         ) from None
+    parent_path, _, leaf = name.rpartition("/")
+    parent = node[parent_path] if parent_path else node
+    if is_csr_group(target):
+        return _from_csr_group(target, parent, f"{shown}/{name}", leaf, missing_chunks)
     if isinstance(target, zarr.Group):
         raise ValueError(
             f"{name!r} in {shown!r} is a group, not an array; arrays in it: {_list_arrays(target)}"
         )
     check_chunks(target, f"array {name!r} of {shown!r}", missing_chunks)
-    parent_path, _, leaf = name.rpartition("/")
-    parent = node[parent_path] if parent_path else node
     if all(_has_dim_names(a) for _, a in parent.arrays()):
         # an xarray Dataset: open through xarray for its coordinates and CF decoding
         with warnings.catch_warnings():
@@ -222,6 +230,28 @@ def _unrelated(group: zarr.Group, leaf: str) -> list[str]:
                 keep.add(name)
                 todo.append(name)
     return sorted(set(arrays) - keep)
+
+
+def _from_csr_group(
+    group: zarr.Group,
+    parent: zarr.Group | None,
+    where: str,
+    name: str,
+    missing_chunks: MissingChunks,
+) -> xr.DataArray:
+    """A CSR group (AnnData's layout) as a DataArray of scipy.sparse row blocks, dims
+    ``("sample", "feature")``, with the column names of an AnnData ``var`` beside it as the
+    feature coordinate."""
+    for part in ("data", "indices", "indptr"):
+        if isinstance(group.get(part), zarr.Array):
+            check_chunks(group[part], f"array {part!r} of the CSR group {where!r}", missing_chunks)
+    data = csr_blocks(group, where)
+    coords = {}
+    names = None if parent is None else csr_feature_names(parent, data.shape[1])
+    if names is not None:
+        coords["feature"] = names
+    attrs = {k: v for k, v in group.attrs.asdict().items() if k != "shape"}
+    return xr.DataArray(data, dims=("sample", "feature"), coords=coords, attrs=attrs, name=name)
 
 
 def _open_netcdf(path: str, shown: str, name: str | None) -> xr.DataArray:

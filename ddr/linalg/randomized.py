@@ -22,6 +22,10 @@ Tropp's final SVD of ``B = Q^T A``, with ``Q`` obtained by CholeskyQR of the tal
 stable). HMT with ``q`` power iterations reads the data ``2q + 2`` times; here it costs
 ``q + 1`` passes, and keeping every block (a block Krylov space) makes it converge much
 faster than plain subspace iteration for the same passes.
+
+With ``centre=False`` the same iteration runs on the *uncentred* Gram matrix ``X^T X``
+(truncated SVD, LSA) through :class:`ddr.stats.GramProduct`, which also reads scipy.sparse
+row blocks without densifying them: its eigenvalues are the squared singular values of ``X``.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from ddr.progress import Passes
 from ddr.stats._input import Rows
 from ddr.stats.engine import compute as stats_compute
 from ddr.stats.engine import lazy as stats_lazy
+from ddr.stats.gram_product import GramProduct
 from ddr.stats.sketch import CentredProduct
 
 __all__ = [
@@ -133,9 +138,11 @@ class RandomizedEigh:
         Number of rows.
     mean : ndarray of shape (d,)
     trace : float
-        Trace of the centred scatter (``sum_i ||x_i - mean||^2``).
+        Trace of the centred scatter (``sum_i ||x_i - mean||^2``), whether or not the
+        iteration centred.
     eigenvalues : ndarray of shape (l,)
-        Approximate top eigenvalues of the centred scatter, decreasing.
+        Approximate top eigenvalues of the centred scatter (of ``X^T X`` when not centred),
+        decreasing.
     eigenvectors : ndarray of shape (d, l)
     passes : int
         Passes made over the data.
@@ -181,13 +188,16 @@ def randomized_scatter_eigh(
     split_every: int | None = None,
     on_error: Any = None,
     label: str = "randomized eigensolver",
+    centre: bool = True,
 ) -> RandomizedEigh:
-    """Top eigenpairs of the centred scatter of ``rows`` by randomized block Krylov iteration.
+    """Top eigenpairs of the centred scatter of ``rows`` (of ``X^T X`` with ``centre=False``)
+    by randomized block Krylov iteration.
 
     Parameters
     ----------
     rows : Rows
-        numpy or dask rows (whole rows in every chunk).
+        numpy or dask rows (whole rows in every chunk); with ``centre=False`` they may be
+        scipy.sparse CSR rows (in memory, or the blocks of a dask array).
     n_basis : int
         Block width ``l`` (components wanted plus oversampling), at most ``n_features``.
     n_power_iter : int
@@ -203,6 +213,9 @@ def randomized_scatter_eigh(
     label : str
         Names the job in the progress records (one INFO record per pass, see
         ``ddr.progress``).
+    centre : bool
+        Iterate on the centred scatter (PCA, default) or on the uncentred ``X^T X``
+        (truncated SVD).
 
     Returns
     -------
@@ -232,7 +245,7 @@ def randomized_scatter_eigh(
     omega = random_state.standard_normal(size=(d, n_basis))
     V = orthonormalize(omega)
     with passes.step():
-        stat = _pass(rows, V, None, split_every, on_error)
+        stat = _pass(rows, V, None, split_every, on_error, centre)
     mean, count, trace = stat.mean, stat.count, float(np.maximum(stat.sq, 0).sum())
     blocks, images = [V], [stat.product]
     for _ in range(n_power_iter):
@@ -243,7 +256,7 @@ def randomized_scatter_eigh(
         width = min(n_basis, d - m)
         V = orthonormalize(np.column_stack([K, images[-1]]))[:, m : m + width]
         with passes.step():
-            stat = _pass(rows, V, mean, split_every, on_error)
+            stat = _pass(rows, V, mean, split_every, on_error, centre)
         blocks.append(V)
         images.append(stat.product)
     lam, U = nystrom_eigh(np.column_stack(blocks), np.column_stack(images))
@@ -261,13 +274,14 @@ def _pass(
     center: np.ndarray | None,
     split_every: int | None,
     on_error: Any,
-) -> CentredProduct:
-    """One read of the data: the merged CentredProduct for basis ``V``."""
+    centre: bool = True,
+) -> CentredProduct | GramProduct:
+    """One read of the data: the merged CentredProduct (GramProduct when not centring) for
+    basis ``V``."""
     try:
         if not rows.is_lazy:
-            spec = CentredProduct.spec(basis=V, center=center, diagonal=center is None)
-            return stats_compute(spec, rows.data, split_every=split_every)
-        (stat,) = dask.compute(lazy_pass(rows.data, V, center, split_every))
+            return stats_compute(_spec(V, center, centre), rows.data, split_every=split_every)
+        (stat,) = dask.compute(lazy_pass(rows.data, V, center, split_every, centre=centre))
         return stat
     except ValueError as exc:
         if on_error is None:
@@ -277,14 +291,20 @@ def _pass(
 
 
 def lazy_pass(
-    X: Any, V: np.ndarray, center: np.ndarray | None, split_every: int | None = None
+    X: Any,
+    V: np.ndarray,
+    center: np.ndarray | None,
+    split_every: int | None = None,
+    *,
+    centre: bool = True,
 ) -> Any:
-    """The merged :class:`~ddr.stats.CentredProduct` of ``X`` for basis ``V``, as a Delayed.
+    """The merged :class:`~ddr.stats.CentredProduct` (:class:`~ddr.stats.GramProduct` with
+    ``centre=False``) of the dask array ``X`` for basis ``V``, as a Delayed.
 
     The basis (and the centre) enter the graph once, as their own keys that every block task
     depends on, instead of being embedded in every task: with d = 100 000 columns ``V`` alone
     is 16 MB, and a distributed scheduler then ships it once per worker. The trace is needed
-    once: passes with a centre skip the diagonal.
+    once: passes with a centre (the later passes) skip the diagonal.
 
     Parameters
     ----------
@@ -298,6 +318,8 @@ def lazy_pass(
         each block's own, and the diagonal of the scatter (the trace) is accumulated too.
     split_every : int, optional
         Fan-in of the tree merge (default: :func:`ddr.stats.compute`'s).
+    centre : bool
+        Centre the rows (PCA) or not (truncated SVD: the uncentred ``X^T X``).
 
     Returns
     -------
@@ -306,5 +328,13 @@ def lazy_pass(
     """
     Vd = dask.delayed(V, pure=True)
     cd = None if center is None else dask.delayed(center, pure=True)
-    spec = CentredProduct.spec(basis=Vd, center=cd, diagonal=center is None)
-    return stats_lazy(spec, X, split_every=split_every)
+    return stats_lazy(_spec(Vd, cd, centre), X, split_every=split_every)
+
+
+def _spec(V: Any, center: Any, centre: bool) -> Any:
+    """The statistic of one pass: the first (no centre known yet) also gathers the column
+    moments and the trace."""
+    first = center is None
+    if centre:
+        return CentredProduct.spec(basis=V, center=center, diagonal=first)
+    return GramProduct.spec(basis=V, moments=first)

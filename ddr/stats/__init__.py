@@ -9,6 +9,7 @@ from ddr.stats.base import Statistic, StatSpec, merge_all, statistic_from_dict
 from ddr.stats.categorical import CategoricalCounts
 from ddr.stats.class_moments import ClassMoments
 from ddr.stats.engine import compute, lazy
+from ddr.stats.gram_product import GramProduct
 from ddr.stats.histogram import Histogram
 from ddr.stats.moments import Moments
 from ddr.stats.pairwise_moments import PairwiseMoments
@@ -19,6 +20,7 @@ __all__ = [
     "CategoricalCounts",
     "CentredProduct",
     "ClassMoments",
+    "GramProduct",
     "Histogram",
     "Moments",
     "PPCASums",

@@ -15,7 +15,9 @@ __all__ = [
     "align_by_coordinate",
     "align_to_rows",
     "as_rows",
+    "has_sparse_blocks",
     "is_dask",
+    "is_sparse",
     "is_xarray",
     "row_chunk_message",
 ]
@@ -32,12 +34,34 @@ def is_xarray(x: Any) -> bool:
     return type(x).__module__.startswith("xarray.") and hasattr(x, "dims")
 
 
+def is_sparse(x: Any) -> bool:
+    """Whether ``x`` is an in-memory scipy.sparse matrix or array."""
+    # scipy is imported only when something that may be sparse shows up
+    if not type(x).__module__.startswith("scipy.sparse"):
+        return False
+    import scipy.sparse
+
+    return scipy.sparse.issparse(x)
+
+
+def has_sparse_blocks(x: Any) -> bool:
+    """Whether ``x`` (numpy, scipy.sparse, dask or xarray) holds sparse rows: an in-memory
+    sparse matrix, or a dask array whose blocks are scipy.sparse matrices."""
+    if is_xarray(x):
+        x = x.data
+    if is_dask(x):
+        return is_sparse(getattr(x, "_meta", None))
+    return is_sparse(x)
+
+
 @dataclasses.dataclass(frozen=True)
 class Rows:
     """A 2-D (n_samples, n_features) numpy or dask array and where it came from.
 
     ``template`` is the original DataArray for xarray input (transposed to sample-first), so
-    outputs can carry its sample coordinate and feature coordinate.
+    outputs can carry its sample coordinate and feature coordinate. ``data`` may hold sparse
+    rows (a scipy.sparse CSR matrix, or a dask array of CSR blocks); the kind is still that of
+    the output (numpy in memory).
     """
 
     data: Any
@@ -54,6 +78,11 @@ class Rows:
     def is_lazy(self) -> bool:
         """Whether the data is a dask array (xarray input may hold either)."""
         return is_dask(self.data)
+
+    @property
+    def is_sparse(self) -> bool:
+        """Whether the rows are scipy.sparse (in memory, or the blocks of a dask array)."""
+        return has_sparse_blocks(self.data)
 
 
 def row_chunk_message(chunks: tuple[tuple[int, ...], ...], name: str = "X") -> str:
@@ -110,6 +139,11 @@ def as_rows(
         from ddr.io.zarr_graphs import with_ddr_reader
 
         return Rows(with_ddr_reader(X), "dask")
+    if is_sparse(X):
+        if len(X.shape) != 2:
+            raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {X.shape}")
+        _check_numeric(X.dtype, name)
+        return Rows(_as_csr(X), "numpy")
     X = np.asarray(X)
     if X.ndim != 2:
         raise ValueError(
@@ -118,6 +152,13 @@ def as_rows(
         )
     _check_numeric(X.dtype, name)
     return Rows(X, "numpy")
+
+
+def _as_csr(X: Any) -> Any:
+    """A scipy.sparse matrix or array as a CSR matrix (rows are what ddr reads)."""
+    import scipy.sparse
+
+    return scipy.sparse.csr_matrix(X)
 
 
 def _check_numeric(dtype: np.dtype, name: str) -> None:

@@ -28,11 +28,13 @@ class Statistic(abc.ABC):
     ``_parameter_constraints`` declares the options of ``from_block`` (scikit-learn's
     constraint objects, as estimators declare their parameters; checked by :meth:`spec`);
     ``readouts`` names what a pipeline reference ``step.NAME`` may read (attributes or
-    zero-argument methods).
+    zero-argument methods); ``accepts_sparse`` whether ``from_block`` takes scipy.sparse CSR
+    blocks (the engine refuses sparse input for statistics that do not).
     """
 
     needs_labels: ClassVar[bool] = False
     accepts_labels: ClassVar[bool] = False
+    accepts_sparse: ClassVar[bool] = False
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {}
     readouts: ClassVar[tuple[str, ...]] = ()
 
@@ -224,6 +226,10 @@ class StatSpec:
     @property
     def accepts_labels(self) -> bool:
         return self.cls.accepts_labels
+
+    @property
+    def accepts_sparse(self) -> bool:
+        return self.cls.accepts_sparse
 
     def from_block(
         self,

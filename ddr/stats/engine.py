@@ -100,6 +100,14 @@ def _check_inputs(specs: tuple[StatSpec, ...], rows: Rows, y: Any) -> None:
         missing = [repr(s) for s in specs if s.needs_labels]
         if missing:
             raise ValueError(f"{', '.join(missing)} need(s) class labels y; got y=None")
+    if rows.is_sparse:
+        dense_only = [s.cls.__name__ for s in specs if not s.accepts_sparse]
+        if dense_only:
+            raise TypeError(
+                f"{', '.join(dense_only)} take(s) dense rows; X holds scipy.sparse rows. "
+                "Densify them (X.toarray(), or X.map_blocks(lambda b: b.toarray()) for a dask "
+                "array) if they fit, or use a statistic that reads sparse rows"
+            )
 
 
 def lazy(

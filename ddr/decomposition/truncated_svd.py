@@ -1,0 +1,238 @@
+"""Truncated SVD (latent semantic analysis) of arrays larger than memory, dense or sparse.
+
+No centring: ``X ~ U S V^T`` of the data as given, which keeps sparse word counts sparse
+(centring would fill them in). The solver is ddr's randomized block Krylov iteration
+(:func:`ddr.linalg.randomized.randomized_scatter_eigh` with ``centre=False``) on the Gram
+matrix ``X^T X``, applied to a d x l basis per pass by :class:`ddr.stats.GramProduct`: two
+sparse products per CSR row block (O(nnz l)), or two GEMMs per dense one. ``X^T X`` and the
+n x l sketch are never formed. The first pass also gathers the column moments that the
+explained-variance ratios need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from numbers import Integral
+from typing import Any, ClassVar
+
+import numpy as np
+import scipy.sparse
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval
+
+from ddr.base import FEATURE, DDRMixin, fit_context, map_rows, rank_limit
+from ddr.decomposition._pca_solvers import svd_flip_rows
+from ddr.linalg.randomized import randomized_passes, randomized_scatter_eigh
+
+__all__ = ["TruncatedSVD"]
+
+
+def _project_block(X: Any, components_t: np.ndarray, dtype: Any) -> np.ndarray:
+    """``X @ components_.T`` of a dense or CSR block, in float64, returned as ``dtype``."""
+    if scipy.sparse.issparse(X):
+        out = np.asarray(scipy.sparse.csr_matrix(X, dtype=np.float64) @ components_t)
+    else:
+        out = np.asarray(X, dtype=np.float64) @ components_t
+    return out.astype(dtype, copy=False)
+
+
+def _reconstruct_block(Z: np.ndarray, components: np.ndarray, dtype: Any) -> np.ndarray:
+    return (np.asarray(Z, dtype=np.float64) @ components).astype(dtype, copy=False)
+
+
+class TruncatedSVD(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Truncated SVD without centring (LSA), randomized, over dense or sparse row blocks.
+
+    Parameters
+    ----------
+    n_components : int, default=2
+        Number of singular triplets, at most ``min(n_samples, n_features)``.
+    n_iter : int, default=5
+        Power (block Krylov) iterations, each re-orthonormalised against all earlier blocks;
+        the data is read ``n_iter + 1`` times. The default 5 gives singular values equal to
+        ARPACK's (``scipy.sparse.linalg.svds``) to 1e-5 relative on word counts (see the
+        README); each further iteration costs one pass.
+    n_oversamples : int, default=10
+        Extra dimensions of each block beyond ``n_components``.
+    random_state : int, RandomState or None, default=None
+        Seeds the Gaussian test matrix.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+        Right singular vectors (orthonormal rows), largest |loading| of each positive
+        (scikit-learn's ``svd_flip(u_based_decision=False)``).
+    singular_values_ : ndarray of shape (n_components,)
+    explained_variance_ : ndarray of shape (n_components,)
+        Variance of each column of ``transform(X)``: ``s_j^2 / n - (mean_ . v_j)^2``, as
+        scikit-learn's ``np.var(X_transformed, axis=0)``.
+    explained_variance_ratio_ : ndarray of shape (n_components,)
+        Fraction of the total variance of ``X`` (the sum of its column variances).
+    mean_ : ndarray of shape (n_features,)
+        Column means (not subtracted: kept for the variances above).
+    n_components_ : int
+    n_samples_ : int
+    n_passes_ : int
+        Passes made over the data.
+    n_features_in_ : int
+
+    Notes
+    -----
+    Input may be numpy, dask or xarray (dense), an in-memory scipy.sparse matrix, or a dask
+    array of scipy.sparse CSR row blocks (:func:`ddr.io.open_csr`); sparse blocks are never
+    densified. Everything accumulates in float64; ``transform`` returns float32 for float32
+    input and float64 otherwise (dense, even for sparse input, as scikit-learn).
+    """
+
+    _component_prefix: ClassVar[str | None] = "SV"
+    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
+        "components_": ("component", FEATURE),
+        "mean_": (FEATURE,),
+        "singular_values_": ("component",),
+        "explained_variance_": ("component",),
+        "explained_variance_ratio_": ("component",),
+    }
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "n_iter": [Interval(Integral, 0, None, closed="left")],
+        "n_oversamples": [Interval(Integral, 0, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+    _n_components_limit = classmethod(rank_limit)
+
+    def __init__(
+        self,
+        n_components: int = 2,
+        *,
+        n_iter: int = 5,
+        n_oversamples: int = 10,
+        random_state: Any = None,
+    ) -> None:
+        self.n_components = n_components
+        self.n_iter = n_iter
+        self.n_oversamples = n_oversamples
+        self.random_state = random_state
+
+    # -------------------------------------------------------------------- fit
+    def _width(self, n_features: int) -> int:
+        return min(n_features, self.n_components + self.n_oversamples)
+
+    def _fit_passes(self, n_samples: int, n_features: int) -> int | None:
+        return randomized_passes(n_features, self._width(n_features), self.n_iter)
+
+    def _pass_statistics(self, n_features: int) -> list[tuple[Any, int]]:
+        from ddr.stats import GramProduct
+
+        basis = np.broadcast_to(0.0, (n_features, self._width(n_features)))  # shape only
+        return [(GramProduct.spec(basis=basis), n_features)]
+
+    def _check_k(self, n: float, d: int) -> None:
+        limit = d if np.isnan(n) else min(int(n), d)
+        if self.n_components > limit:
+            what = f"n_features={d}" if np.isnan(n) else f"min(n_samples={int(n)}, n_features={d})"
+            raise ValueError(
+                f"n_components={self.n_components} must be at most {what}={limit}: the rank "
+                "of X is no larger"
+            )
+
+    @fit_context
+    def fit(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> TruncatedSVD:
+        """Fit the leading singular triplets of X in ``n_iter + 1`` passes.
+
+        Parameters
+        ----------
+        X : array-like, scipy.sparse matrix, dask array (dense or of sparse blocks) or
+            DataArray, shape (n_samples, n_features)
+        y : ignored
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X.
+
+        Returns
+        -------
+        self
+        """
+        rows = self._rows(X, reset=True, sample_dim=sample_dim)
+        n, d = rows.shape
+        self._check_k(float(n), d)
+        res = randomized_scatter_eigh(
+            rows,
+            self._width(d),
+            n_power_iter=self.n_iter,
+            random_state=check_random_state(self.random_state),
+            label="TruncatedSVD",
+            centre=False,
+        )
+        self._check_k(res.count, d)
+        k = self.n_components
+        components = svd_flip_rows(np.ascontiguousarray(res.eigenvectors[:, :k].T))
+        s2 = np.maximum(res.eigenvalues[:k], 0.0)
+        count = res.count
+        projected_mean = components @ res.mean
+        self.components_ = components
+        self.singular_values_ = np.sqrt(s2)
+        self.explained_variance_ = np.maximum(s2 / count - projected_mean**2, 0.0)
+        total = res.trace / count
+        self.explained_variance_ratio_ = (
+            self.explained_variance_ / total if total > 0 else np.zeros(k)
+        )
+        self.mean_ = res.mean
+        self.n_components_ = k
+        self.n_samples_ = int(count)
+        self.n_passes_ = res.passes
+        return self
+
+    def fit_transform(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> Any:
+        """Fit, then project X (lazy for dask input)."""
+        return self.fit(X, sample_dim=sample_dim).transform(X, sample_dim=sample_dim)
+
+    # ------------------------------------------------------------- transforms
+    @property
+    def _n_features_out(self) -> int:
+        return self.n_components_
+
+    def transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
+        """``X @ components_.T`` blockwise (lazy for dask input; dense output).
+
+        Returns
+        -------
+        X_new : same kind as X (numpy for in-memory sparse), shape (n_samples, n_components)
+        """
+        rows = self._rows(X, reset=False, sample_dim=sample_dim)
+        dtype = _out_dtype(rows.data.dtype)
+        return map_rows(
+            rows,
+            _project_block,
+            n_out=self.n_components_,
+            dtype=dtype,
+            new_dim="component",
+            new_coords=np.arange(self.n_components_),
+            name="truncated-svd-transform",
+            args=(np.ascontiguousarray(self.components_.T), dtype),
+        )
+
+    def inverse_transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
+        """``X @ components_``: back to the features (a rank-``n_components`` approximation)."""
+        rows = self._component_rows(X, sample_dim=sample_dim)
+        dtype = _out_dtype(rows.data.dtype)
+        return map_rows(
+            rows,
+            _reconstruct_block,
+            n_out=self.n_features_in_,
+            dtype=dtype,
+            new_dim=getattr(self, "feature_dim_", "feature"),
+            new_coords=getattr(self, "feature_coords_", None),
+            name="truncated-svd-inverse",
+            args=(self.components_, dtype),
+        )
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
+
+
+def _out_dtype(dtype: Any) -> np.dtype:
+    dtype = np.dtype(dtype)
+    return dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)

@@ -1,0 +1,66 @@
+"""Blocks of scipy.sparse CSR rows: float64 copies, per-column moments and checks, never dense.
+
+Statistics that read sparse rows (``accepts_sparse = True``) use these on each block; every
+operation here costs O(nnz + n_features), whatever the number of implicit zeros.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse
+
+__all__ = ["as_csr64", "check_sparse_block", "column_moments", "negative_entries"]
+
+
+def check_sparse_block(X: Any, name: str = "X") -> scipy.sparse.csr_matrix:
+    """``X`` as a 2-D numeric CSR matrix with finite stored values, or raise naming what it
+    was."""
+    if len(X.shape) != 2:
+        raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {X.shape}")
+    if np.dtype(X.dtype).kind not in "biuf":
+        raise TypeError(f"{name} must have a numeric dtype; got dtype {X.dtype}")
+    X = scipy.sparse.csr_matrix(X)
+    if X.dtype.kind == "f" and not np.isfinite(X.data).all():
+        n_nan = int(np.isnan(X.data).sum())
+        n_inf = int(np.isinf(X.data).sum())
+        raise ValueError(f"{name} contains {n_nan} NaN and {n_inf} infinite stored value(s)")
+    return X
+
+
+def as_csr64(X: Any) -> scipy.sparse.csr_matrix:
+    """A checked CSR block with float64 values (the index arrays are shared, not copied)."""
+    X = check_sparse_block(X)
+    if X.dtype == np.float64:
+        return X
+    return scipy.sparse.csr_matrix(
+        (X.data.astype(np.float64), X.indices, X.indptr), shape=X.shape, copy=False
+    )
+
+
+def column_moments(X: scipy.sparse.csr_matrix) -> tuple[float, np.ndarray, np.ndarray]:
+    """Row count, column means and centred column sums of squares of a CSR block, in float64.
+
+    The implicit zeros count: ``sq_j = sum_stored (x - m_j)^2 + (n - nnz_j) m_j^2``, summed
+    over stored values only, so the cost is O(nnz + d). The mean is corrected by the residual
+    of the centred sums (as the dense statistics do), so the result is exact to round-off.
+    """
+    n, d = X.shape
+    if n == 0:
+        return 0.0, np.zeros(d), np.zeros(d)
+    data = np.asarray(X.data, dtype=np.float64)
+    nnz = np.bincount(X.indices, minlength=d).astype(np.float64)
+    mean = np.bincount(X.indices, weights=data, minlength=d) / n
+    dev = data - mean[X.indices]
+    zeros = n - nnz
+    resid = (np.bincount(X.indices, weights=dev, minlength=d) - zeros * mean) / n
+    sq = np.bincount(X.indices, weights=dev * dev, minlength=d) + zeros * mean * mean
+    sq -= n * resid * resid
+    return float(n), mean + resid, np.maximum(sq, 0.0)
+
+
+def negative_entries(X: Any) -> np.ndarray:
+    """The negative values of a block (dense or CSR), for messages about counts."""
+    values = X.data if scipy.sparse.issparse(X) else np.asarray(X)
+    return values[values < 0]
