@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "GaussianNB": "ddr.naive_bayes.gaussian",
     "CategoricalNB": "ddr.naive_bayes.categorical",
     "BernoulliNB": "ddr.naive_bayes.bernoulli",
+    "MultinomialNB": "ddr.naive_bayes.multinomial",
     "KernelNB": "ddr.naive_bayes.kernel",
     "QuadraticDiscriminantAnalysis": "ddr.discriminant_analysis.qda",
     "LinearDiscriminantAnalysis": "ddr.discriminant_analysis.lda",

@@ -15,6 +15,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
+import scipy.sparse
 import xarray as xr
 from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.utils import get_tags
@@ -78,6 +79,10 @@ def data(est: BaseEstimator, *, n: int = N, seed: int = 0) -> tuple[np.ndarray, 
     if tags.input_tags.categorical:
         X = (rng.integers(0, 3, (n, D)) + labels[:, None]) % 4
         return X.astype(np.float64), labels if is_classifier(est) else None
+    if tags.input_tags.positive_only:  # counts: a Poisson rate per class and feature
+        rates = 1.0 + 4.0 * np.eye(3)[labels]
+        X = rng.poisson(rates).astype(np.float64)
+        return X, labels if is_classifier(est) else None
     X = rng.standard_normal((n, D)) @ np.array([[2.0, 0.3, 0.0], [0.0, 1.0, 0.5], [0, 0, 0.7]])
     if is_classifier(est):
         X += 1.5 * np.eye(3)[labels]
@@ -190,6 +195,28 @@ def test_one_pass_fits_share_one_read():
     assert counter.passes == 1.0
     for plan, value in zip(plans.values(), values, strict=True):
         plan.finish(value)
+
+
+# ------------------------------------------------------------------------------ sparse rows
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_sparse_rows_give_the_dense_model_or_a_clear_refusal(name):
+    """Estimators that read sparse rows (scikit-learn's ``input_tags.sparse``) give from a
+    scipy.sparse matrix and from a dask array of CSR blocks the model they give from the
+    dense rows; the others refuse both with a TypeError that says to densify."""
+    est = make(name)
+    X, y = data(est)
+    Xs = scipy.sparse.csr_matrix(X)
+    blocks = da.from_array(Xs, chunks=((7, 40, 13, 30), -1))
+    yd = None if y is None else da.from_array(y, chunks=(blocks.chunks[0], *y.shape[1:]))
+    if not get_tags(est).input_tags.sparse:
+        with pytest.raises(TypeError, match="Sparse data was passed for X, but dense data"):
+            fitted_output(make(name), Xs, y, X[:30])
+        with pytest.raises(TypeError, match="takes dense rows; X is a dask array of csr_matrix"):
+            fitted_output(make(name), blocks, yd, X[:30])
+        return
+    ref = fitted_output(make(name), X, y, X[:30])
+    assert_close(fitted_output(make(name), Xs, y, Xs[:30]), ref, rtol=1e-10)
+    assert_close(fitted_output(make(name), blocks, yd, blocks[:30]), ref, rtol=1e-10)
 
 
 # -------------------------------------------------------------------------- invariances

@@ -21,9 +21,16 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 
-from ddr.base import FEATURE, DDRMixin, fit_context, map_rows, rank_limit
+from ddr.base import FEATURE, DDRMixin, FitPlan, fit_context, map_rows, rank_limit
 from ddr.decomposition._pca_solvers import svd_flip_rows
-from ddr.linalg.randomized import randomized_passes, randomized_scatter_eigh
+from ddr.linalg.randomized import (
+    RandomizedEigh,
+    initial_basis,
+    lazy_pass,
+    randomized_passes,
+    randomized_scatter_eigh,
+    single_pass_eigh,
+)
 
 __all__ = ["TruncatedSVD"]
 
@@ -137,6 +144,20 @@ class TruncatedSVD(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
             )
 
     @fit_context
+    def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan | None:
+        """One pass when the first block spans every feature (``n_components +
+        n_oversamples >= n_features``): ``X^T X`` is then known exactly from it. None (a
+        multi-pass fit) otherwise."""
+        rows = self._rows(X, reset=True, sample_dim=fit_params.get("sample_dim"))
+        n, d = rows.shape
+        if randomized_passes(d, self._width(d), self.n_iter) != 1:
+            return None
+        self._check_k(float(n), d)
+        V = initial_basis(d, self._width(d), check_random_state(self.random_state))
+        stat = lazy_pass(rows.data, V, None, centre=False)
+        return FitPlan.over(rows, stat, lambda value: self._set(single_pass_eigh(value, V)))
+
+    @fit_context
     def fit(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> TruncatedSVD:
         """Fit the leading singular triplets of X in ``n_iter + 1`` passes.
 
@@ -152,6 +173,9 @@ class TruncatedSVD(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         -------
         self
         """
+        plan = self._fit_plan(X, sample_dim=sample_dim)
+        if plan is not None:
+            return plan.run()
         rows = self._rows(X, reset=True, sample_dim=sample_dim)
         n, d = rows.shape
         self._check_k(float(n), d)
@@ -163,7 +187,11 @@ class TruncatedSVD(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
             label="TruncatedSVD",
             centre=False,
         )
-        self._check_k(res.count, d)
+        return self._set(res)
+
+    def _set(self, res: RandomizedEigh) -> TruncatedSVD:
+        """The fitted attributes from the eigenpairs of ``X^T X``."""
+        self._check_k(res.count, res.mean.shape[0])
         k = self.n_components
         components = svd_flip_rows(np.ascontiguousarray(res.eigenvectors[:, :k].T))
         s2 = np.maximum(res.eigenvalues[:k], 0.0)

@@ -47,11 +47,13 @@ from ddr.stats.sketch import CentredProduct
 
 __all__ = [
     "RandomizedEigh",
+    "initial_basis",
     "lazy_pass",
     "nystrom_eigh",
     "orthonormalize",
     "randomized_passes",
     "randomized_scatter_eigh",
+    "single_pass_eigh",
 ]
 
 logger = logging.getLogger(__name__)
@@ -242,11 +244,10 @@ def randomized_scatter_eigh(
         raise ValueError(f"n_power_iter must be >= 0; got {n_power_iter}")
     passes = Passes(logger, label, randomized_passes(d, n_basis, n_power_iter))
     passes.start(f"{passes.total} passes over the data ({_shape(rows)}), block width {n_basis}")
-    omega = random_state.standard_normal(size=(d, n_basis))
-    V = orthonormalize(omega)
+    V = initial_basis(d, n_basis, random_state)
     with passes.step():
         stat = _pass(rows, V, None, split_every, on_error, centre)
-    mean, count, trace = stat.mean, stat.count, float(np.maximum(stat.sq, 0).sum())
+    mean, count, trace = stat.mean, stat.count, _trace(stat)
     blocks, images = [V], [stat.product]
     for _ in range(n_power_iter):
         K = np.column_stack(blocks)
@@ -261,6 +262,23 @@ def randomized_scatter_eigh(
         images.append(stat.product)
     lam, U = nystrom_eigh(np.column_stack(blocks), np.column_stack(images))
     return RandomizedEigh(count, mean, trace, lam, U, len(blocks))
+
+
+def initial_basis(d: int, n_basis: int, random_state: np.random.RandomState) -> np.ndarray:
+    """The first block: an orthonormalised Gaussian d x ``n_basis`` matrix."""
+    return orthonormalize(random_state.standard_normal(size=(d, n_basis)))
+
+
+def single_pass_eigh(stat: CentredProduct | GramProduct, V: np.ndarray) -> RandomizedEigh:
+    """The result of a one-pass iteration (``randomized_passes(...) == 1``: the first block
+    spans all of R^d) from that pass's merged statistic for the basis ``V``
+    (:func:`initial_basis`), for callers that compute the pass together with other work."""
+    lam, U = nystrom_eigh(V, stat.product)
+    return RandomizedEigh(stat.count, stat.mean, _trace(stat), lam, U, 1)
+
+
+def _trace(stat: CentredProduct | GramProduct) -> float:
+    return float(np.maximum(stat.sq, 0).sum())
 
 
 def _shape(rows: Rows) -> str:

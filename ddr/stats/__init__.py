@@ -8,6 +8,7 @@ or xarray input in a single pass.
 from ddr.stats.base import Statistic, StatSpec, merge_all, statistic_from_dict
 from ddr.stats.categorical import CategoricalCounts
 from ddr.stats.class_moments import ClassMoments
+from ddr.stats.class_sums import ClassSums
 from ddr.stats.engine import compute, lazy
 from ddr.stats.gram_product import GramProduct
 from ddr.stats.histogram import Histogram
@@ -20,6 +21,7 @@ __all__ = [
     "CategoricalCounts",
     "CentredProduct",
     "ClassMoments",
+    "ClassSums",
     "GramProduct",
     "Histogram",
     "Moments",

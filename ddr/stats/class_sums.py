@@ -1,0 +1,163 @@
+"""Weighted row counts and feature sums per class: the statistic behind multinomial naive Bayes.
+
+For labels ``y`` and weights ``w`` the statistic holds, per class ``c``,
+
+    count_c = sum_{i: y_i = c} w_i,        sums_c = sum_{i: y_i = c} w_i x_i,
+
+plain sums in float64 that merge by addition (on the union of the classes). Blocks may be
+dense (a one-hot GEMM a sub-block at a time) or scipy.sparse CSR (one sparse product,
+O(nnz)); word counts are never densified.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar, Self
+
+import numpy as np
+import scipy.sparse
+
+from ddr.stats._centring import scratch
+from ddr.stats._checks import check_block, check_finite, check_weights, class_index
+from ddr.stats._sparse import as_csr64
+from ddr.stats.base import Statistic
+from ddr.stats.class_moments import union_classes
+
+__all__ = ["ClassSums"]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ClassSums(Statistic):
+    """Total weight and weighted feature sums of the rows of each class.
+
+    Parameters
+    ----------
+    classes : ndarray of shape (n_classes,) or None
+        Sorted class labels; None when summed without labels (one implicit class).
+    counts : ndarray of shape (n_classes,)
+        Total sample weight per class.
+    sums : ndarray of shape (n_classes, n_features)
+        Weighted feature sums per class (``feature_count_`` of multinomial naive Bayes).
+    """
+
+    accepts_labels = True
+    accepts_sparse = True
+    readouts: ClassVar[tuple[str, ...]] = ("classes", "counts", "sums", "class_counts")
+
+    classes: np.ndarray | None
+    counts: np.ndarray
+    sums: np.ndarray
+
+    @classmethod
+    def from_block(
+        cls,
+        X: Any,
+        y: np.ndarray | None = None,
+        sample_weight: np.ndarray | None = None,
+    ) -> Self:
+        """The sums of one in-memory block (numpy or scipy.sparse rows)."""
+        sparse = scipy.sparse.issparse(X)
+        X = as_csr64(X) if sparse else check_block(X)
+        n = X.shape[0]
+        w = check_weights(sample_weight, n)
+        classes, inverse, k = class_index(y, n)
+        weights = np.ones(n) if w is None else w
+        counts = np.bincount(inverse, weights=weights, minlength=k)
+        if sparse:
+            onehot = scipy.sparse.csr_matrix((weights, (inverse, np.arange(n))), shape=(k, n))
+            sums = np.asarray((onehot @ X).toarray())
+        else:
+            sums = _dense_sums(X, inverse, weights, k)
+        if not np.isfinite(sums).all():
+            if not sparse:
+                check_finite(X)
+            raise ValueError("X has values too large to accumulate in float64")
+        return cls(classes, counts, sums)
+
+    @classmethod
+    def empty(cls, classes: np.ndarray, n_features: int) -> Self:
+        """The identity of :meth:`merge` for declared classes and no rows."""
+        k = len(classes)
+        return cls(np.asarray(classes), np.zeros(k), np.zeros((k, n_features)))
+
+    def __post_init__(self) -> None:
+        classes = None if self.classes is None else np.asarray(self.classes)
+        sums = np.asarray(self.sums, dtype=np.float64)
+        if sums.ndim != 2:
+            raise ValueError("ClassSums.sums must be 2-D (class, feature)")
+        object.__setattr__(self, "classes", classes)
+        object.__setattr__(self, "counts", np.asarray(self.counts, dtype=np.float64))
+        object.__setattr__(self, "sums", sums)
+
+    @property
+    def n_features(self) -> int:
+        return self.sums.shape[1]
+
+    @property
+    def class_counts(self) -> np.ndarray:
+        """Total weight per class, shape (n_classes,)."""
+        return self.counts
+
+    @classmethod
+    def value_nbytes(cls, n_features: int, n_classes: int = 1, **options: Any) -> int:
+        return 8 * n_classes * (n_features + 1)
+
+    def merge(self, other: Self) -> Self:
+        if not isinstance(other, ClassSums):
+            raise TypeError(f"cannot merge ClassSums with {type(other).__name__}")
+        if self.n_features != other.n_features:
+            raise ValueError(
+                f"cannot merge ClassSums of {self.n_features} features with ClassSums of "
+                f"{other.n_features} features"
+            )
+        if (self.classes is None) != (other.classes is None):
+            raise ValueError("cannot merge labelled ClassSums with unlabelled ones")
+        if self.classes is None:
+            return type(self)(None, self.counts + other.counts, self.sums + other.sums)
+        classes = union_classes(self.classes, other.classes, "ClassSums")
+        counts = np.zeros(classes.shape[0])
+        sums = np.zeros((classes.shape[0], self.n_features))
+        for part in (self, other):
+            at = np.searchsorted(classes, part.classes)
+            counts[at] += part.counts
+            sums[at] += part.sums
+        return type(self)(classes, counts, sums)
+
+    def _arrays(self) -> dict[str, np.ndarray]:
+        out = {"counts": self.counts, "sums": self.sums}
+        if self.classes is not None:
+            out["classes"] = self.classes
+        return out
+
+    def _scalars(self) -> dict[str, Any]:
+        return {}
+
+    @classmethod
+    def _from_fields(cls, fields: dict[str, Any]) -> Self:
+        return cls(fields.get("classes"), fields["counts"], fields["sums"])
+
+    def __repr__(self) -> str:
+        k = self.counts.shape[0]
+        return f"ClassSums(n_classes={k}, n_features={self.n_features})"
+
+
+def _dense_sums(X: np.ndarray, inverse: np.ndarray, weights: np.ndarray, k: int) -> np.ndarray:
+    """``onehot(inverse, weights) @ X`` in float64, a sub-block of rows at a time (converted
+    into a buffer the thread reuses)."""
+    n, d = X.shape
+    sums = np.zeros((k, d))
+    if n == 0:
+        return sums
+    step = int(np.clip(2**17 // max(d, 1), 16, 8192))
+    step = min(step, n)
+    buf = scratch("class_sums.rows", (step, d))
+    onehot = np.zeros((k, step))
+    cols = np.arange(step)
+    for start in range(0, n, step):
+        m = min(step, n - start)
+        xs = buf[:m]
+        np.copyto(xs, X[start : start + m])
+        onehot[:, :m] = 0.0
+        onehot[inverse[start : start + m], cols[:m]] = weights[start : start + m]
+        sums += onehot[:, :m] @ xs
+    return sums
