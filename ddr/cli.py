@@ -656,6 +656,19 @@ def inspect_path(path: Any) -> tuple[dict[str, Any], int]:
             "chunks_written": f"{arr.nchunks_initialized}/{arr.nchunks}",
         }
     info["arrays"] = arrays
+    from ddr.io.csr import is_csr_group
+
+    sparse = {
+        name: {
+            "shape": sub.attrs.get("shape"),
+            "dtype": str(sub["data"].dtype) if "data" in sub else None,
+            "stored_values": int(sub["data"].shape[0]) if "data" in sub else None,
+        }
+        for name, sub in sorted(group.groups())
+        if is_csr_group(sub)
+    }
+    if sparse:
+        info["sparse"] = sparse
     for key in ("ddr:model", "ddr:fingerprint", "ddr:version", "history"):
         if key in attrs:
             info[key.removeprefix("ddr:")] = attrs[key]
@@ -724,6 +737,11 @@ def inspect_cmd(
         typer.echo(
             f"  {name}: {tuple(arr['shape'])}{dims} {arr['dtype']}, chunks "
             f"{tuple(arr['chunks'])}, {arr['chunks_written']} chunks written"
+        )
+    for name, csr in info.get("sparse", {}).items():
+        typer.echo(
+            f"  {name}: {tuple(csr['shape'] or ())} {csr['dtype']}, sparse (CSR group), "
+            f"{csr['stored_values']} stored values"
         )
     for key in ("model", "fingerprint", "version", "bytes", "keys"):
         if key in info and info[key] is not None:
@@ -810,8 +828,28 @@ def demo_data(
             show_default=False,
         ),
     ],
-    n_samples: Annotated[int, typer.Option(metavar="N", help="Rows.")] = 100_000,
-    n_features: Annotated[int, typer.Option(metavar="D", help="Columns.")] = 50,
+    kind: Annotated[
+        str,
+        typer.Option(
+            metavar="dense|counts",
+            help="dense: a low-rank signal plus noise with class labels; counts: word counts "
+            "of documents drawn from a topic model, stored sparse (CSR, AnnData's layout).",
+        ),
+    ] = "dense",
+    n_samples: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            help="Rows (documents).  [default: 100000; counts: 20000]",
+            show_default=False,
+        ),
+    ] = None,
+    n_features: Annotated[
+        int | None,
+        typer.Option(
+            metavar="D", help="Columns (words).  [default: 50; counts: 5000]", show_default=False
+        ),
+    ] = None,
     rank: Annotated[int, typer.Option(metavar="R", help="Rank of the signal.")] = 10,
     n_classes: Annotated[int, typer.Option(metavar="K", help="Classes (labels y).")] = 5,
     chunk_rows: Annotated[
@@ -847,13 +885,36 @@ def demo_data(
     offset: Annotated[
         float, typer.Option(metavar="C", help="Constant added to every feature mean.")
     ] = 0.0,
+    n_topics: Annotated[int, typer.Option(metavar="K", help="counts: topics.")] = 10,
+    doc_length: Annotated[
+        float, typer.Option(metavar="L", help="counts: mean tokens per document.")
+    ] = 100.0,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing output.")] = False,
 ) -> None:
-    """Write a synthetic dataset (low-rank signal + noise, class means) with its truth."""
+    """Write a synthetic dataset with its truth: dense (low-rank signal + noise, class means)
+    or counts (documents from a topic model, sparse)."""
     import time
 
     from ddr.demo import DemoSpec, write_demo_data
 
+    if kind not in ("dense", "counts"):
+        _fail(f"--kind must be 'dense' or 'counts'; got {kind!r}", 2)
+    if kind == "counts":
+        _demo_counts(
+            path,
+            n_samples,
+            n_features,
+            n_topics,
+            doc_length,
+            chunk_rows,
+            dtype,
+            seed,
+            sample_seed,
+            force,
+        )
+        return
+    n_samples = 100_000 if n_samples is None else n_samples
+    n_features = 50 if n_features is None else n_features
     try:
         spec = DemoSpec(
             n_samples,
@@ -880,6 +941,50 @@ def demo_data(
         f"wrote {path}: X {n_samples} x {n_features} {dtype} ({size:.0f} MiB raw) in "
         f"{n_chunks} chunk{'s' if n_chunks != 1 else ''} of {spec.chunk_rows} rows, y, and "
         f"the true mean/components/variances (population seed {seed}, sample seed "
+        f"{sample_seed}; {time.perf_counter() - start:.1f} s)"
+    )
+
+
+def _demo_counts(
+    path: str,
+    n_samples: int | None,
+    n_features: int | None,
+    n_topics: int,
+    doc_length: float,
+    chunk_rows: int | None,
+    dtype: str,
+    seed: int,
+    sample_seed: int,
+    force: bool,
+) -> None:
+    """``ddr demo-data --kind counts``."""
+    import time
+
+    from ddr.demo_counts import CountsSpec, write_counts_data
+
+    try:
+        spec = CountsSpec(
+            n_samples=20_000 if n_samples is None else n_samples,
+            n_features=5_000 if n_features is None else n_features,
+            n_topics=n_topics,
+            doc_length=doc_length,
+            chunk_rows=chunk_rows,
+            dtype=dtype,
+            seed=seed,
+            sample_seed=sample_seed,
+        )
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    start = time.perf_counter()
+    try:
+        write_counts_data(path, spec, if_exists="overwrite" if force else "error")
+    except (OSError, ValueError, ImportError) as exc:
+        _fail(str(exc), 2)
+    typer.echo(
+        f"wrote {path}: X {spec.n_samples} documents x {spec.n_features} words, sparse counts "
+        f"({dtype}, CSR group in AnnData's layout), {spec.n_topics} topics, about "
+        f"{spec.doc_length:g} tokens a document; the vocabulary (var/_index) and the truth "
+        f"(true_topics, true_mixtures, doc_length) (topic seed {seed}, sample seed "
         f"{sample_seed}; {time.perf_counter() - start:.1f} s)"
     )
 

@@ -48,6 +48,7 @@ CSR_VERSION = "0.1.0"
 #: rows per dask block by default: about this many stored values per block (8 Mi values:
 #: 64 MiB of float32 values and int32 columns)
 TARGET_BLOCK_NNZ = 2**23
+MIN_BLOCKS = 8
 
 
 def is_csr_group(node: Any) -> bool:
@@ -160,11 +161,12 @@ def _read_rows(src: _Source, start: int, stop: int) -> scipy.sparse.csr_matrix:
 
 
 def default_chunk_rows(n_rows: int, nnz: int) -> int:
-    """Rows per block for about :data:`TARGET_BLOCK_NNZ` stored values per block."""
+    """Rows per block: about :data:`TARGET_BLOCK_NNZ` stored values per block, and at least
+    :data:`MIN_BLOCKS` blocks (so that small data is still read by several workers)."""
     if n_rows == 0:
         return 1
     per_row = max(nnz / n_rows, 1.0)
-    return int(np.clip(TARGET_BLOCK_NNZ // per_row, 1, n_rows))
+    return int(np.clip(min(TARGET_BLOCK_NNZ // per_row, -(-n_rows // MIN_BLOCKS)), 1, n_rows))
 
 
 def csr_blocks(group: zarr.Group, where: str, chunk_rows: int | None = None) -> da.Array:
@@ -201,7 +203,8 @@ def open_csr(
         The CSR group's path inside the store (``"X"`` for an AnnData file); None when the
         store's root is the CSR group.
     chunk_rows : int, optional
-        Rows per block; by default about 8 Mi stored values per block.
+        Rows per block; by default about 8 Mi stored values per block, and at least 8
+        blocks.
     storage_options : mapping, optional
         Options of the URL's filesystem.
 
