@@ -46,8 +46,9 @@ class CountingArray:
     data : ndarray of shape (n_rows, ...)
     """
 
-    def __init__(self, data: np.ndarray) -> None:
-        self.data = np.asarray(data)
+    def __init__(self, data: Any) -> None:
+        # scipy.sparse rows stay sparse (the dask array's blocks are then CSR matrices)
+        self.data = data if _is_sparse(data) else np.asarray(data)
         self.shape = self.data.shape
         self.dtype = self.data.dtype
         self.ndim = self.data.ndim
@@ -57,7 +58,7 @@ class CountingArray:
 
     def __getitem__(self, key: Any) -> np.ndarray:
         out = self.data[key]
-        if out.size == 0:  # dask probes empty slices for metadata: not a read of the data
+        if 0 in out.shape:  # dask probes empty slices for metadata: not a read of the data
             return out
         with self._lock:
             self.reads += 1
@@ -78,15 +79,30 @@ class CountingArray:
             self.reads = 0
 
 
-def counting_dask_array(data: np.ndarray, chunks: Any) -> tuple[da.Array, CountingArray]:
-    """A dask array over ``data`` and the counter of its reads.
+def counting_dask_array(data: Any, chunks: Any) -> tuple[da.Array, CountingArray]:
+    """A dask array over ``data`` (numpy, or a scipy.sparse matrix: CSR blocks) and the
+    counter of its reads.
 
     The array is built so that every task reads its own chunk from the counter (no task
     fusion can hide a read): ``passes`` is exact.
     """
     counter = CountingArray(data)
-    arr = da.from_array(counter, chunks=chunks, asarray=True, inline_array=False, fancy=False)
+    sparse = _is_sparse(counter.data)
+    arr = da.from_array(
+        counter,
+        chunks=chunks,
+        asarray=not sparse,
+        inline_array=False,
+        fancy=False,
+        meta=counter.data[:0, :0] if sparse else None,
+    )
     return arr, counter
+
+
+def _is_sparse(data: Any) -> bool:
+    from ddr.stats._input import is_sparse
+
+    return is_sparse(data)
 
 
 # ------------------------------------------------------------------ an S3 endpoint

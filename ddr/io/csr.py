@@ -37,6 +37,7 @@ __all__ = [
     "CsrWriter",
     "csr_feature_names",
     "is_csr_group",
+    "is_sparse_group",
     "open_csr",
     "open_csr_group",
 ]
@@ -54,6 +55,15 @@ MIN_BLOCKS = 8
 def is_csr_group(node: Any) -> bool:
     """Whether a zarr node is a group in the CSR encoding."""
     return isinstance(node, zarr.Group) and node.attrs.get("encoding-type") == CSR_ENCODING
+
+
+def is_sparse_group(node: Any) -> bool:
+    """Whether a zarr node is a group in one of AnnData's sparse encodings (CSR or CSC: only
+    CSR is read, and a CSC group is refused with what to do)."""
+    return isinstance(node, zarr.Group) and node.attrs.get("encoding-type") in (
+        CSR_ENCODING,
+        "csc_matrix",
+    )
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from ddr.io.csr import csr_blocks, csr_feature_names, is_csr_group
+from ddr.io.csr import csr_blocks, csr_feature_names, is_sparse_group
 from ddr.io.locations import Location, redact, resolve
 from ddr.io.stored_chunks import MissingChunks, check_chunks
 from ddr.io.zarr_chunks import from_zarr
@@ -174,7 +174,7 @@ def _open_zarr(
 ) -> xr.DataArray:
     store = loc.store(read_only=True)
     node = zarr.open(store=store, mode="r")
-    if name is None and is_csr_group(node):
+    if name is None and is_sparse_group(node):
         return _from_csr_group(node, None, shown, loc.name.removesuffix(".zarr"), missing_chunks)
     if isinstance(node, zarr.Array):
         if name is not None:
@@ -194,7 +194,7 @@ def _open_zarr(
         ) from None
     parent_path, _, leaf = name.rpartition("/")
     parent = node[parent_path] if parent_path else node
-    if is_csr_group(target):
+    if is_sparse_group(target):
         return _from_csr_group(target, parent, f"{shown}/{name}", leaf, missing_chunks)
     if isinstance(target, zarr.Group):
         raise ValueError(
