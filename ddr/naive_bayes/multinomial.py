@@ -37,14 +37,26 @@ def check_counts_block(X: Any, whom: str) -> Any:
     return X
 
 
-def multinomial_jll(X: Any, weights: np.ndarray, log_prior: np.ndarray) -> np.ndarray:
+def multinomial_jll(
+    X: Any, weights: np.ndarray, impossible: np.ndarray | None, log_prior: np.ndarray
+) -> np.ndarray:
     """Joint log-likelihood of a block of counts: ``X @ weights.T + log_prior`` (a sparse
-    product for CSR blocks, a GEMM for dense ones)."""
+    product for CSR blocks, a GEMM for dense ones).
+
+    ``weights`` are the finite log-probabilities; ``impossible`` (or None) marks the words a
+    class never emits (``alpha = 0``): a row that holds one gets ``-inf`` for that class, and
+    a zero count of it contributes nothing (``0 log 0 = 0``), where a GEMM with ``-inf``
+    weights would give NaN.
+    """
     if scipy.sparse.issparse(X):
-        out = np.asarray(scipy.sparse.csr_matrix(X, dtype=np.float64) @ weights.T)
+        X = scipy.sparse.csr_matrix(X, dtype=np.float64)
     else:
-        out = np.asarray(X, dtype=np.float64) @ weights.T
-    return out + log_prior
+        X = np.asarray(X, dtype=np.float64)
+    out = np.asarray(X @ weights.T) + log_prior
+    if impossible is not None:
+        hits = np.asarray((X > 0).astype(np.float64) @ impossible.T) > 0
+        out[hits] = -np.inf
+    return out
 
 
 class MultinomialNB(BaseGenerativeClassifier):
@@ -148,7 +160,11 @@ class MultinomialNB(BaseGenerativeClassifier):
         return np.exp(self.class_log_prior_)
 
     def _jll(self) -> tuple[Any, tuple]:
-        return multinomial_jll, (self.feature_log_prob_, self.class_log_prior_)
+        flp = self.feature_log_prob_
+        never = np.isneginf(flp)
+        weights = np.where(never, 0.0, flp)
+        return multinomial_jll, (weights, never.astype(np.float64) if never.any() else None,
+                                 self.class_log_prior_)  # fmt: skip
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
