@@ -1,7 +1,8 @@
 """Run the benchmarks: ``python -m benchmarks [--datasets S,M,L,W] [--suites foundation,...]``.
 
 ``--suites scaling`` makes its own data and clusters: ``--workers 1,2,4,8,16`` and
-``--scaling-rows N`` size it (the shared datasets are then not generated).
+``--scaling-rows N`` size it (the shared datasets are then not generated). ``--suites sparse``
+makes its own corpus: ``--counts-docs``, ``--counts-words``, ``--counts-length`` size it.
 
 Generates (or reuses) the datasets under ``--data-dir``, runs the suites, prints one table per
 suite (rows: methods, columns: datasets) and writes it to ``benchmarks/results/<suite>.md``;
@@ -64,6 +65,19 @@ def main(argv: list[str] | None = None) -> int:
         default=8_000_000,
         help="scaling suite: rows of its 100-column float32 dataset",
     )
+    parser.add_argument(
+        "--counts-docs", type=int, default=1_000_000, help="sparse suite: documents"
+    )
+    parser.add_argument("--counts-words", type=int, default=20_000, help="sparse suite: words")
+    parser.add_argument(
+        "--counts-length", type=int, default=100, help="sparse suite: mean tokens a document"
+    )
+    parser.add_argument(
+        "--counts-dense-docs",
+        type=int,
+        default=20_000,
+        help="sparse suite: documents densified for dask-ml's dense TruncatedSVD",
+    )
     args = parser.parse_args(argv)
     datasets = [d for d in args.datasets.split(",") if d]
     chosen = [s for s in args.suites.split(",") if s]
@@ -76,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     ctx = Context(datasets, args.data_dir, repeat=args.repeat)
     ctx.workers = [int(n) for n in args.workers.split(",") if n]
     ctx.scaling_rows = args.scaling_rows
+    ctx.counts_docs, ctx.counts_words = args.counts_docs, args.counts_words
+    ctx.counts_length, ctx.counts_dense_docs = args.counts_length, args.counts_dense_docs
     modules = {s: importlib.import_module(f"benchmarks.suites.{s}") for s in chosen}
     shared = [s for s in chosen if getattr(modules[s], "USES_DATASETS", True)]
     started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -133,6 +133,9 @@ class Context:
         self.suite = ""
         self.workers: list[int] = [1, 2]  # the scaling suite's worker counts
         self.scaling_rows = 8_000_000
+        # the sparse suite's corpus: documents, words, mean tokens a document, dense documents
+        self.counts_docs, self.counts_words, self.counts_length = 1_000_000, 20_000, 100
+        self.counts_dense_docs = 20_000
         self._client: Any = None
         self._cluster: Any = None
         self._numpy: dict[str, np.ndarray] = {}

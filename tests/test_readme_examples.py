@@ -16,6 +16,7 @@ import zarr
 
 import ddr
 from ddr.demo import DemoSpec, write_demo_data
+from ddr.demo_counts import CountsSpec, write_counts_data
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("**/*.md"))]
@@ -47,6 +48,8 @@ def data_dir(tmp_path_factory) -> Path:
     shutil.copytree(base / "data.zarr", base / "demo.zarr")
     write_demo_data(base / "sensors.zarr", DemoSpec(**{**vars(spec), "missing": 0.05}))
     _views(base / "views.zarr", np.random.default_rng(5))
+    corpus = CountsSpec(n_samples=600, n_features=80, n_topics=3, doc_length=30, chunk_rows=150)
+    write_counts_data(base / "corpus.zarr", corpus)
     shutil.copytree(ROOT / "pipelines", base / "pipelines")
     return base
 
