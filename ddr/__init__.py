@@ -41,6 +41,7 @@ _EXPORTS: dict[str, str] = {
     "Nystroem": "ddr.kernel_approximation.nystroem",
     "PPCA": "ddr.decomposition.ppca",
     "FactorAnalysis": "ddr.decomposition.factor_analysis",
+    "PLSA": "ddr.decomposition.plsa",
     "CCA": "ddr.cross_decomposition.cca",
     "PLSSVD": "ddr.cross_decomposition.pls",
 }

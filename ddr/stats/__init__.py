@@ -14,6 +14,7 @@ from ddr.stats.gram_product import GramProduct
 from ddr.stats.histogram import Histogram
 from ddr.stats.moments import Moments
 from ddr.stats.pairwise_moments import PairwiseMoments
+from ddr.stats.plsa_sums import PLSASums
 from ddr.stats.ppca_sums import PPCASums
 from ddr.stats.sketch import CentredProduct
 
@@ -25,6 +26,7 @@ __all__ = [
     "GramProduct",
     "Histogram",
     "Moments",
+    "PLSASums",
     "PPCASums",
     "PairwiseMoments",
     "StatSpec",

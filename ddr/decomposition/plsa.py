@@ -1,0 +1,236 @@
+"""Probabilistic latent semantic analysis (Hofmann 1999) of word counts larger than memory.
+
+The fit is :func:`ddr.em.fit_em` with the E-step statistic :class:`ddr.stats.PLSASums`: one
+pass per iteration, in which every block folds its documents' mixtures ``P(z | d)`` in at
+the current topics and sums the expected topic-word counts; the M-step (on the client)
+normalises them into the new topics ``P(w | z)``. The mixtures are profiled out rather than
+stored, so nothing of size n_documents is kept between passes; see
+:mod:`ddr.stats.plsa_sums` for the formulation and why the log-likelihood never decreases.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable
+from numbers import Integral, Real
+from typing import Any, ClassVar
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval
+
+from ddr.base import FEATURE, DDRMixin, fit_context, map_rows, rank_limit
+from ddr.em import EMState, fit_em
+from ddr.stats.plsa_sums import PLSASums, check_counts, fold_in
+
+__all__ = ["PLSA"]
+
+logger = logging.getLogger(__name__)
+
+
+def _transform_block(X: Any, topics: np.ndarray) -> np.ndarray:
+    """``P(z | d)`` of a block of documents (dense or CSR) by folding in, shape (n, K)."""
+    return fold_in(check_counts(X, "PLSA (input X)"), topics)[0]
+
+
+def _loglik_block(X: Any, topics: np.ndarray) -> np.ndarray:
+    """``log P(document | its folded-in mixture)`` per document, shape (n,)."""
+    return fold_in(check_counts(X, "PLSA (input X)"), topics)[2]
+
+
+class _EMProblem:
+    """pLSA for :func:`ddr.em.fit_em`: the parameters are the topics (K x V)."""
+
+    def statistic(self, topics: np.ndarray) -> Any:
+        return PLSASums.spec(topics=topics)
+
+    def m_step(self, sums: PLSASums, topics: np.ndarray) -> np.ndarray:
+        if sums.n_tokens <= 0:
+            raise ValueError(
+                "PLSA: X holds no counts (every document is empty); there is nothing to fit"
+            )
+        mass = sums.topic_word.sum(axis=1, keepdims=True)
+        # a topic no token was assigned to keeps its words (it cannot be estimated)
+        return np.where(mass > 0, sums.topic_word / np.where(mass > 0, mass, 1.0), topics)
+
+
+class PLSA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Probabilistic latent semantic analysis: topics of word counts, by EM, out of core.
+
+    The model: ``P(w | d) = sum_z P(z | d) P(w | z)`` for the count of word ``w`` in
+    document ``d`` (Hofmann 1999; seed 004). Each EM iteration is one pass over the
+    documents (see :mod:`ddr.stats.plsa_sums`).
+
+    Parameters
+    ----------
+    n_components : int, default=10
+        Topics ``K``, at most ``min(n_samples, n_features)``.
+    tol : float, default=1e-6
+        Stop when the log-likelihood rises by less than ``tol`` times its magnitude.
+    max_iter : int, default=100
+        EM iterations (passes) per initialisation.
+    n_init : int, default=1
+        Random initialisations; the fit with the highest log-likelihood is kept.
+    random_state : int, RandomState or None, default=None
+        Seeds the initial topics (each a draw from a flat Dirichlet over the words).
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+        ``P(word | topic)``, rows summing to 1 (0 for words no document holds).
+    loglike_ : ndarray of shape (n_iter_,)
+        Log-likelihood ``sum_d sum_w n(d, w) log P(w | d)`` (mixtures folded in) at the start
+        of each iteration of the kept fit: never decreasing.
+    n_iter_ : int
+        Iterations (passes) of the kept fit.
+    converged_ : bool
+    n_components_ : int
+    n_features_in_ : int
+
+    Notes
+    -----
+    Counts must be non-negative whole numbers (a ValueError otherwise, raised in the pass
+    that reads them); empty documents contribute nothing and get uniform mixtures. Input may
+    be numpy, dask or xarray rows, an in-memory scipy.sparse matrix or a dask array of CSR
+    blocks (:func:`ddr.io.open_csr`), never densified. ``transform`` gives ``P(topic |
+    document)`` by folding in, blockwise and lazy for dask input; words that no topic emits
+    (absent from the training counts) are left out of it.
+    """
+
+    _component_prefix: ClassVar[str | None] = "topic"
+    _loglik_attribute: ClassVar[str | None] = "loglike_"
+    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
+        "components_": ("component", FEATURE),
+    }
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+    _n_components_limit = classmethod(rank_limit)
+
+    def __init__(
+        self,
+        n_components: int = 10,
+        *,
+        tol: float = 1e-6,
+        max_iter: int = 100,
+        n_init: int = 1,
+        random_state: Any = None,
+    ) -> None:
+        self.n_components = n_components
+        self.tol = tol
+        self.max_iter = max_iter
+        self.n_init = n_init
+        self.random_state = random_state
+
+    def _pass_statistics(self, n_features: int) -> list[tuple[Any, int]]:
+        k = max(1, min(int(self.n_components), n_features))
+        topics = np.broadcast_to(0.0, (k, n_features))  # shape only
+        return [(PLSASums.spec(topics=topics), n_features)]
+
+    @fit_context
+    def fit(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> PLSA:
+        """Fit the topics: ``n_init`` EM runs of at most ``max_iter`` passes each.
+
+        Parameters
+        ----------
+        X : array-like, scipy.sparse matrix, dask array (dense or of CSR blocks) or
+            DataArray, shape (n_samples, n_features)
+            Word counts.
+        y : ignored
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X.
+
+        Returns
+        -------
+        self
+        """
+        rows = self._rows(X, reset=True, sample_dim=sample_dim)
+        n, d = rows.shape
+        k = self.n_components
+        limit = d if np.isnan(n) else min(int(n), d)
+        if k > limit:
+            what = f"n_features={d}" if np.isnan(n) else f"min(n_samples={n}, n_features={d})"
+            raise ValueError(
+                f"PLSA: n_components={k} must be at most {what}={limit}: more topics than "
+                "documents or words cannot be identified"
+            )
+        rng = check_random_state(self.random_state)
+        best: EMState | None = None
+        for i in range(self.n_init):
+            start = rng.dirichlet(np.ones(d), size=k)
+            state = fit_em(
+                rows.data,
+                _EMProblem(),
+                EMState(start),
+                tol=self.tol,
+                max_iter=self.max_iter,
+                logger=logger,
+                what=f"PLSA (EM, init {i + 1}/{self.n_init})",
+                owner="PLSA",
+                stacklevel=3,
+            )
+            if best is None or state.loglik[-1] > best.loglik[-1]:
+                best = state
+        assert best is not None
+        self.components_ = best.params
+        self.loglike_ = np.asarray(best.loglik)
+        self.n_iter_ = best.n_iter
+        self.converged_ = best.converged
+        self.n_components_ = k
+        return self
+
+    def fit_transform(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> Any:
+        """Fit, then fold X in (one more pass; lazy for dask input)."""
+        return self.fit(X, sample_dim=sample_dim).transform(X, sample_dim=sample_dim)
+
+    @property
+    def _n_features_out(self) -> int:
+        return self.n_components_
+
+    def transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
+        """``P(topic | document)`` of each row, by folding in at the fitted topics.
+
+        Returns
+        -------
+        theta : same kind as X (numpy for in-memory sparse), shape (n_samples, n_components)
+            Rows sum to 1; uniform for empty documents.
+        """
+        rows = self._rows(X, reset=False, sample_dim=sample_dim)
+        return map_rows(
+            rows,
+            _transform_block,
+            n_out=self.n_components_,
+            dtype=np.float64,
+            new_dim="component",
+            new_coords=np.arange(self.n_components_),
+            name="plsa-transform",
+            args=(self.components_,),
+        )
+
+    def score_samples(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
+        """``sum_w n(d, w) log P(w | d)`` of each document at its folded-in mixture.
+
+        Returns
+        -------
+        loglik : same kind as X, shape (n_samples,)
+        """
+        rows = self._rows(X, reset=False, sample_dim=sample_dim)
+        return map_rows(
+            rows,
+            _loglik_block,
+            n_out=None,
+            dtype=np.float64,
+            name="plsa-score-samples",
+            args=(self.components_,),
+        )
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.positive_only = True
+        return tags
