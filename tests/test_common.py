@@ -37,6 +37,7 @@ ESTIMATORS = sorted(
 SMALL = {
     "CCA": {"n_components": 1},
     "PLSSVD": {"n_components": 1},
+    "PLSA": {"n_components": 2, "random_state": 0},
     "GaussianRandomProjection": {"n_components": 2, "random_state": 0},
     "SparseRandomProjection": {"n_components": 2, "random_state": 0},
 }
@@ -50,7 +51,30 @@ CONTINUOUS = (
     "scikit-learn's check feeds continuous values; ddr refuses non-integer category codes "
     "where scikit-learn silently truncates them"
 )
+NOT_COUNTS = (
+    "scikit-learn's checks feed continuous positive values; PLSA refuses counts that are not "
+    "whole numbers (a ValueError saying so); the suite's own tests below give it counts"
+)
 XFAIL = {
+    "PLSA": {
+        "check_estimator_sparse_array": NOT_COUNTS,
+        "check_estimator_sparse_matrix": NOT_COUNTS,
+        "check_estimators_pickle": NOT_COUNTS,
+        "check_f_contiguous_array_estimator": NOT_COUNTS,
+        "check_transformer_data_not_an_array": NOT_COUNTS,
+        "check_transformer_general": NOT_COUNTS,
+        "check_transformer_preserve_dtypes": NOT_COUNTS,
+        "check_transformer_n_iter": NOT_COUNTS,
+        "check_methods_sample_order_invariance": NOT_COUNTS,
+        "check_methods_subset_invariance": NOT_COUNTS,
+        "check_fit2d_1sample": NOT_COUNTS,
+        "check_fit2d_1feature": NOT_COUNTS,
+        "check_dict_unchanged": NOT_COUNTS,
+        "check_fit_idempotent": NOT_COUNTS,
+        "check_fit_check_is_fitted": NOT_COUNTS,
+        "check_n_features_in": NOT_COUNTS,
+        "check_fit2d_predict1d": NOT_COUNTS,
+    },
     "GaussianDensity": {"check_sample_weight_equivalence_on_dense_data": WEIGHTS_SINGULAR},
     "KernelDensity": {"check_sample_weight_equivalence_on_dense_data": WEIGHTS_SINGULAR},
     "CategoricalDensity": {"check_sample_weight_equivalence_on_dense_data": CONTINUOUS},

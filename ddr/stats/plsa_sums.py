@@ -32,7 +32,7 @@ from ddr.stats.base import Statistic
 
 __all__ = ["PLSASums", "check_counts", "fold_in"]
 
-#: folding-in stops when no mixture weight of the block moved by more than this
+#: a document's folding-in stops when none of its mixture weights moved by more than this
 FOLD_IN_TOL = 1e-6
 #: ... or after this many iterations (each O(nnz K))
 FOLD_IN_MAX_ITER = 500
@@ -89,16 +89,17 @@ def fold_in(
     length = np.bincount(rows, weights=data, minlength=n)
     live = length > 0
     theta = np.full((n, k), 1.0 / k)
-    for _ in range(FOLD_IN_MAX_ITER):
+    active = live.copy()  # each document iterates until its own mixture settles, so the
+    for _ in range(FOLD_IN_MAX_ITER):  # result does not depend on the block it is in
+        if not active.any():
+            break
         denom = np.einsum("ek,ek->e", theta[rows], phi_e)
         ratio = _ratio(X, data, denom)
         new = theta * np.asarray(ratio @ phi_t)
         new[live] /= length[live, None]
-        new[~live] = 1.0 / k
-        moved = float(np.abs(new - theta).max(initial=0.0))
-        theta = new
-        if moved < FOLD_IN_TOL:
-            break
+        settled = np.abs(new - theta).max(axis=1) < FOLD_IN_TOL
+        theta[active] = new[active]
+        active &= ~settled
     denom = np.einsum("ek,ek->e", theta[rows], phi_e)
     with np.errstate(divide="ignore"):
         logp = np.where(data > 0, np.log(np.where(denom > 0, denom, 1.0)), 0.0)

@@ -1,0 +1,173 @@
+"""ddr.PLSA: topics of the demo corpus recovered, EM monotone, one pass per iteration, the same
+model from every input form, chunking and dtype, and bad counts refused."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+import pytest
+import scipy.sparse
+from scipy.optimize import linear_sum_assignment
+from sklearn.utils._param_validation import InvalidParameterError
+
+import ddr
+from ddr.demo_counts import CountsSpec, write_counts_data
+from ddr.io import open_input
+from ddr.stats import PLSASums, compute
+from ddr.testing import counting_dask_array
+
+
+def _corpus(n=300, v=40, k=3, length=60, seed=0):
+    rng = np.random.default_rng(seed)
+    topics = rng.dirichlet(np.full(v, 0.1), size=k)
+    mixtures = rng.dirichlet(np.full(k, 0.3), size=n)
+    X = np.array([rng.multinomial(length, m @ topics) for m in mixtures]).astype(np.float64)
+    return X, topics, mixtures
+
+
+def _matched(found, truth):
+    """Total variation distance of each true topic to its matched found topic."""
+    cost = 0.5 * np.abs(truth[:, None, :] - found[None, :, :]).sum(axis=-1)
+    r, c = linear_sum_assignment(cost)
+    return cost[r, c], c
+
+
+@pytest.fixture(scope="module")
+def small():
+    return _corpus()
+
+
+def test_recovers_the_demo_corpus_topics_up_to_order(tmp_path):
+    spec = CountsSpec(n_samples=600, n_features=40, n_topics=3, doc_length=150, seed=3)
+    write_counts_data(tmp_path / "c.zarr", spec)
+    X = open_input(tmp_path / "c.zarr", "X", protect=False).data
+    truth = open_input(tmp_path / "c.zarr", "true_topics", protect=False).values
+    mixtures = open_input(tmp_path / "c.zarr", "true_mixtures", protect=False).values
+    model = ddr.PLSA(3, n_init=2, random_state=0, max_iter=200, tol=1e-6).fit(X)
+    tv, order = _matched(model.components_, truth)
+    assert tv.max() < 0.1, tv
+    np.testing.assert_allclose(model.components_.sum(axis=1), 1.0, rtol=1e-12)
+    theta = model.transform(X).compute()
+    np.testing.assert_allclose(theta.sum(axis=1), 1.0, rtol=1e-9)
+    err = np.abs(theta[:, order] - mixtures).sum(axis=1).mean() / 2
+    assert err < 0.15, err
+
+
+def test_loglike_never_decreases_and_is_the_likelihood(small):
+    X, _, _ = small
+    model = ddr.PLSA(3, random_state=1, max_iter=60, tol=0.0)
+    with pytest.warns(Warning, match="did not converge in max_iter=60"):
+        model.fit(X)
+    ll = model.loglike_
+    assert ll.shape == (60,) and model.n_iter_ == 60 and not model.converged_
+    assert np.diff(ll).min() > -1e-9 * abs(ll[-1])
+    # the last E-step's log-likelihood is that of its topics with the mixtures folded in,
+    # within one EM step of the final model's
+    final = float(model.score_samples(X).sum())
+    assert ll[-1] <= final + 1e-9 * abs(final) and final - ll[-1] < 1e-3 * abs(final)
+
+
+def test_one_pass_per_iteration(small):
+    X, _, _ = small
+    Xd, counter = counting_dask_array(scipy.sparse.csr_matrix(X), chunks=((100, 150, 50), -1))
+    model = ddr.PLSA(3, random_state=0, max_iter=7, tol=0.0)
+    with pytest.warns(Warning, match="did not converge"):
+        model.fit(Xd)
+    assert counter.passes == 7.0
+
+
+def test_sparse_dense_dask_chunking_and_dtype_give_the_same_model(small):
+    X, _, _ = small
+    ref = ddr.PLSA(3, random_state=0).fit(X)
+    forms = {
+        "csr": scipy.sparse.csr_matrix(X),
+        "float32": X.astype(np.float32),
+        "int": X.astype(np.int64),
+        "dask-dense": da.from_array(X, chunks=((7, 200, 93), -1)),
+        "dask-csr": da.from_array(scipy.sparse.csr_matrix(X), chunks=((150, 149, 1), -1)),
+    }
+    for name, data in forms.items():
+        got = ddr.PLSA(3, random_state=0).fit(data)
+        assert got.n_iter_ == ref.n_iter_, name
+        np.testing.assert_allclose(got.components_, ref.components_, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(got.loglike_, ref.loglike_, rtol=1e-10)
+        theta = np.asarray(da.asarray(got.transform(data)).compute())
+        np.testing.assert_allclose(theta, ref.transform(X), rtol=1e-9, atol=1e-12)
+
+
+def test_n_init_keeps_the_best_fit(small):
+    X, _, _ = small
+    best = ddr.PLSA(3, n_init=3, random_state=0, max_iter=15, tol=0.0)
+    with pytest.warns(Warning, match="did not converge"):
+        best.fit(X)
+    rng = np.random.RandomState(0)
+    finals = []
+    for _ in range(3):  # the inits of n_init=3 are successive draws of one random state
+        run = ddr.PLSA(3, random_state=rng, max_iter=15, tol=0.0)
+        with pytest.warns(Warning, match="did not converge"):
+            run.fit(X)
+        finals.append(run.loglike_[-1])
+    assert best.loglike_[-1] == max(finals)
+
+
+def test_empty_documents_and_unused_words():
+    X, _, _ = _corpus(n=200, v=30)
+    X[:, 5] = 0  # a word no document holds
+    padded = np.vstack([X[:50], np.zeros((3, 30)), X[50:]])  # empty documents
+    ref = ddr.PLSA(3, random_state=0).fit(X)
+    got = ddr.PLSA(3, random_state=0).fit(scipy.sparse.csr_matrix(padded))
+    np.testing.assert_allclose(got.components_, ref.components_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got.loglike_, ref.loglike_, rtol=1e-10)
+    assert (got.components_[:, 5] == 0).all()
+    theta = got.transform(padded)
+    np.testing.assert_allclose(theta[50:53], 1 / 3)
+    # a new document holding only the unused word tells nothing: uniform
+    only = np.zeros((1, 30))
+    only[0, 5] = 4
+    np.testing.assert_allclose(got.transform(only), 1 / 3)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (-1.0, r"PLSA \(input X\): counts must be >= 0; got 1 negative value\(s\), e.g. \[-1.0\]"),
+        (2.5, r"counts must be whole numbers \(pLSA is a model of word occurrences\); got 1 "
+              r"non-integer value\(s\), e.g. \[2.5\]"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("form", ["numpy", "csr", "dask"])
+def test_bad_counts_are_refused(small, values, message, form):
+    X = small[0].copy()
+    X[17, 3] = values
+    data = {"numpy": X, "csr": scipy.sparse.csr_matrix(X),
+            "dask": da.from_array(X, chunks=(100, -1))}[form]  # fmt: skip
+    with pytest.raises(ValueError, match=message):
+        ddr.PLSA(3, random_state=0).fit(data)
+    fitted = ddr.PLSA(3, random_state=0, max_iter=100, tol=1e-3).fit(small[0])
+    with pytest.raises(ValueError, match=message):
+        np.asarray(da.asarray(fitted.transform(data)).compute())
+
+
+def test_n_components_limits_and_no_counts():
+    X = np.ones((5, 4))
+    with pytest.raises(ValueError, match=r"n_components=5 must be at most min\(n_samples=5, "
+                                         r"n_features=4\)=4: more topics than documents"):  # fmt: skip
+        ddr.PLSA(5).fit(X)
+    with pytest.raises(InvalidParameterError, match="'n_components' parameter of PLSA"):
+        ddr.PLSA(0).fit(X)
+    with pytest.raises(ValueError, match=r"X holds no counts \(every document is empty\)"):
+        ddr.PLSA(2, random_state=0).fit(np.zeros((5, 4)))
+
+
+def test_statistic_merges_and_round_trips(small):
+    X, topics, _ = small
+    spec = PLSASums.spec(topics=topics)
+    whole = PLSASums.from_block(X, topics=topics)
+    parts = compute(spec, da.from_array(scipy.sparse.csr_matrix(X), chunks=((120, 180), -1)))
+    np.testing.assert_allclose(parts.topic_word, whole.topic_word, rtol=1e-12)
+    assert parts.loglik == pytest.approx(whole.loglik, rel=1e-13)
+    assert parts.n_docs == 300 and parts.n_tokens == X.sum()
+    # the expected counts redistribute every token: they sum to the counts of each word
+    np.testing.assert_allclose(whole.topic_word.sum(axis=0), X.sum(axis=0), rtol=1e-12)
+    back = PLSASums.from_dict(whole.to_dict())
+    np.testing.assert_array_equal(back.topic_word, whole.topic_word)
