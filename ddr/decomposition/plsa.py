@@ -19,6 +19,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_is_fitted
 
 from ddr.base import FEATURE, DDRMixin, fit_context, map_rows, rank_limit
 from ddr.em import EMState, fit_em
@@ -98,7 +99,7 @@ class PLSA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
     (absent from the training counts) are left out of it.
     """
 
-    _component_prefix: ClassVar[str | None] = "topic"
+    _component_prefix: ClassVar[str | None] = "topic "
     _loglik_attribute: ClassVar[str | None] = "loglike_"
     _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
         "components_": ("component", FEATURE),
@@ -183,6 +184,28 @@ class PLSA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         self.converged_ = best.converged
         self.n_components_ = k
         return self
+
+    #: words per topic in :attr:`top_words_`
+    n_top_words: ClassVar[int] = 10
+
+    @property
+    def top_words_(self) -> dict[str, dict[str, float]]:
+        """The ``n_top_words`` most probable words of each topic with ``P(word | topic)``,
+        by topic (``"topic 1"``, ...), most probable first: the top-words table a pipeline
+        writes as JSON. Words are named by the training data's feature coordinate (a CSR
+        group's vocabulary), or ``feature_names_in_``, or by column number."""
+        check_is_fitted(self, "components_")
+        names = getattr(self, "feature_coords_", None)
+        if names is None:
+            names = getattr(self, "feature_names_in_", None)
+        if names is None:
+            names = np.arange(self.n_features_in_)
+        names = np.asarray(names)
+        table = {}
+        for i, row in enumerate(self.components_):
+            top = np.argsort(-row, kind="stable")[: self.n_top_words]
+            table[self._component_name(i)] = {str(names[j]): float(row[j]) for j in top}
+        return table
 
     def fit_transform(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> Any:
         """Fit, then fold X in (one more pass; lazy for dask input)."""
