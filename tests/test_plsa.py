@@ -130,7 +130,8 @@ def test_empty_documents_and_unused_words():
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        (-1.0, r"PLSA \(input X\): counts must be >= 0; got 1 negative value\(s\), e.g. \[-1.0\]"),
+        (-1.0, r"Negative values in data passed to PLSA \(input X\): counts must be >= 0; got 1 "
+               r"negative value\(s\), e.g. \[-1.0\]"),
         (2.5, r"counts must be whole numbers \(pLSA is a model of word occurrences\); got 1 "
               r"non-integer value\(s\), e.g. \[2.5\]"),
     ],

@@ -46,8 +46,8 @@ def check_counts(X: Any, whom: str) -> scipy.sparse.csr_matrix:
     bad = values[values < 0]
     if bad.size:
         raise ValueError(
-            f"{whom}: counts must be >= 0; got {bad.size} negative value(s), e.g. "
-            f"{bad[:3].tolist()}"
+            f"Negative values in data passed to {whom}: counts must be >= 0; got {bad.size} "
+            f"negative value(s), e.g. {bad[:3].tolist()}"
         )
     frac = values[values != np.round(values)]
     if frac.size:
