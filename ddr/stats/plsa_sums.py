@@ -152,8 +152,7 @@ class PLSASums(Statistic):
         X = check_counts(X, "PLSA (input X)")
         if X.shape[1] != topics.shape[1]:
             raise ValueError(
-                f"PLSASums: the block has {X.shape[1]} features, the topics "
-                f"{topics.shape[1]}"
+                f"PLSASums: the block has {X.shape[1]} features, the topics {topics.shape[1]}"
             )
         if sample_weight is not None:  # a document counted w times
             X = scipy.sparse.csr_matrix(scipy.sparse.diags(np.asarray(sample_weight)) @ X)
