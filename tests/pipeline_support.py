@@ -17,6 +17,7 @@ from typing import Any
 import dask
 
 from ddr.demo import DemoSpec, write_demo_data
+from ddr.demo_counts import CountsSpec, write_counts_data
 
 ROOT = Path(__file__).resolve().parents[1]
 PIPELINES = ROOT / "pipelines"
@@ -30,6 +31,8 @@ DATASETS = {
     "demo-missing.zarr": DemoSpec(3000, 12, 4, 3, 500, seed=2, missing=0.05),
     "wide.zarr": DemoSpec(2000, 60, 8, 3, 500, seed=4),
 }
+#: the word-count corpora (CSR groups) the example pipelines read by default
+COUNTS = {"corpus.zarr": CountsSpec(800, 60, 3, doc_length=60, chunk_rows=200, seed=1)}
 
 #: --set overrides that fit the example pipelines to the small datasets
 OVERRIDES = {
@@ -39,6 +42,7 @@ OVERRIDES = {
     "ppca-missing": ["max_iter=50", "k=4"],
     "kernel-pca-nystrom": ["landmarks=300"],
     "factor-analysis": ["k=4"],
+    "lsa-plsa": ["k=3"],
     "kernel-cca": ["split=6"],
 }
 
@@ -62,6 +66,8 @@ def make_data(directory: Path) -> Path:
     with dask.config.set(scheduler="threads"):
         for name, spec in DATASETS.items():
             write_demo_data(directory / name, spec, if_exists="skip-if-complete")
+        for name, counts in COUNTS.items():
+            write_counts_data(directory / name, counts, if_exists="skip-if-complete")
     return directory
 
 
