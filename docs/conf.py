@@ -65,6 +65,8 @@ numpydoc_validation_exclude = {
     r"^ddr\.\w+(\.\w+)?\.[A-Z][A-Z_]+$",
     # a typing.Protocol: its signature is Protocol's own (*args, **kwargs)
     r"^ddr\.em\.EMProblem$",
+    # a class attribute documented by its ``#:`` comment (numpydoc reads int's docstring)
+    r"^ddr\.PLSA\.n_top_words$",
 }
 
 # Types of other projects: no intersphinx (the CI builds offline), so nitpicky mode is told

@@ -5,7 +5,7 @@ pass per iteration, in which every block folds its documents' mixtures ``P(z | d
 the current topics and sums the expected topic-word counts; the M-step (on the client)
 normalises them into the new topics ``P(w | z)``. The mixtures are profiled out rather than
 stored, so nothing of size n_documents is kept between passes; see
-:mod:`ddr.stats.plsa_sums` for the formulation and why the log-likelihood never decreases.
+``ddr.stats.plsa_sums`` for the formulation and why the log-likelihood never decreases.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class PLSA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
 
     The model: ``P(w | d) = sum_z P(z | d) P(w | z)`` for the count of word ``w`` in
     document ``d`` (Hofmann 1999; seed 004). Each EM iteration is one pass over the
-    documents (see :mod:`ddr.stats.plsa_sums`).
+    documents (see ``ddr.stats.plsa_sums``).
 
     Parameters
     ----------
@@ -80,7 +80,7 @@ class PLSA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
     ----------
     components_ : ndarray of shape (n_components, n_features)
         ``P(word | topic)``, rows summing to 1 (0 for words no document holds).
-    loglike_ : ndarray of shape (n_iter_,)
+    loglike_ : ndarray of shape (n_iter,)
         Log-likelihood ``sum_d sum_w n(d, w) log P(w | d)`` (mixtures folded in) at the start
         of each iteration of the kept fit: never decreasing.
     n_iter_ : int
@@ -185,15 +185,17 @@ class PLSA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         self.n_components_ = k
         return self
 
-    #: words per topic in :attr:`top_words_`
+    #: words per topic in :attr:`top_words_`.
     n_top_words: ClassVar[int] = 10
 
     @property
     def top_words_(self) -> dict[str, dict[str, float]]:
-        """The ``n_top_words`` most probable words of each topic with ``P(word | topic)``,
-        by topic (``"topic 1"``, ...), most probable first: the top-words table a pipeline
+        """The ``n_top_words`` most probable words of each topic with ``P(word | topic)``.
+
+        By topic (``"topic 1"``, ...), most probable first: the top-words table a pipeline
         writes as JSON. Words are named by the training data's feature coordinate (a CSR
-        group's vocabulary), or ``feature_names_in_``, or by column number."""
+        group's vocabulary), or ``feature_names_in_``, or by column number.
+        """
         check_is_fitted(self, "components_")
         names = getattr(self, "feature_coords_", None)
         if names is None:
@@ -208,7 +210,22 @@ class PLSA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         return table
 
     def fit_transform(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> Any:
-        """Fit, then fold X in (one more pass; lazy for dask input)."""
+        """Fit, then fold X in (one more pass; lazy for dask input).
+
+        Parameters
+        ----------
+        X : array-like, scipy.sparse matrix, dask array or DataArray, shape (n_samples, n_features)
+            Counts (documents x words).
+        y : None
+            Ignored.
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
+        Returns
+        -------
+        theta : same kind as X, shape (n_samples, n_components)
+            ``P(topic | document)`` of each row.
+        """
         return self.fit(X, sample_dim=sample_dim).transform(X, sample_dim=sample_dim)
 
     @property
@@ -216,7 +233,14 @@ class PLSA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         return self.n_components_
 
     def transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
-        """``P(topic | document)`` of each row, by folding in at the fitted topics.
+        """Fold each row in at the fitted topics: its ``P(topic | document)``.
+
+        Parameters
+        ----------
+        X : array-like, scipy.sparse matrix, dask array or DataArray, shape (n_samples, n_features)
+            Counts (documents x words).
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
 
         Returns
         -------
@@ -236,11 +260,21 @@ class PLSA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         )
 
     def score_samples(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
-        """``sum_w n(d, w) log P(w | d)`` of each document at its folded-in mixture.
+        """Log-likelihood ``sum_w n(d, w) log P(w | d)`` of each document at its mixture.
+
+        The mixture is the document's folded-in ``P(topic | document)``.
+
+        Parameters
+        ----------
+        X : array-like, scipy.sparse matrix, dask array or DataArray, shape (n_samples, n_features)
+            Counts (documents x words).
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
 
         Returns
         -------
         loglik : same kind as X, shape (n_samples,)
+            One log-likelihood per document.
         """
         rows = self._rows(X, reset=False, sample_dim=sample_dim)
         return map_rows(

@@ -68,7 +68,7 @@ class TruncatedSVD(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
     Attributes
     ----------
     components_ : ndarray of shape (n_components, n_features)
-        Right singular vectors (orthonormal rows), largest |loading| of each positive
+        Right singular vectors (orthonormal rows), largest absolute loading of each positive
         (scikit-learn's ``svd_flip(u_based_decision=False)``).
     singular_values_ : ndarray of shape (n_components,)
     explained_variance_ : ndarray of shape (n_components,)
@@ -163,8 +163,8 @@ class TruncatedSVD(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
 
         Parameters
         ----------
-        X : array-like, scipy.sparse matrix, dask array (dense or of sparse blocks) or
-            DataArray, shape (n_samples, n_features)
+        X : array-like, scipy.sparse matrix, dask array or DataArray, shape (n_samples, n_features)
+            The data (a dask array of dense or of sparse blocks).
         y : ignored
         sample_dim : hashable, optional
             The sample dim of a DataArray X.
@@ -211,7 +211,22 @@ class TruncatedSVD(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         return self
 
     def fit_transform(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> Any:
-        """Fit, then project X (lazy for dask input)."""
+        """Fit, then project X (lazy for dask input).
+
+        Parameters
+        ----------
+        X : array-like, scipy.sparse matrix, dask array or DataArray, shape (n_samples, n_features)
+            The data.
+        y : None
+            Ignored.
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
+        Returns
+        -------
+        X_new : same kind as X, shape (n_samples, n_components)
+            The projections.
+        """
         return self.fit(X, sample_dim=sample_dim).transform(X, sample_dim=sample_dim)
 
     # ------------------------------------------------------------- transforms
@@ -220,7 +235,14 @@ class TruncatedSVD(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         return self.n_components_
 
     def transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
-        """``X @ components_.T`` blockwise (lazy for dask input; dense output).
+        """Project X: ``X @ components_.T`` blockwise (lazy for dask input; dense output).
+
+        Parameters
+        ----------
+        X : array-like, scipy.sparse matrix, dask array or DataArray, shape (n_samples, n_features)
+            The data.
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
 
         Returns
         -------
@@ -240,7 +262,20 @@ class TruncatedSVD(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         )
 
     def inverse_transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
-        """``X @ components_``: back to the features (a rank-``n_components`` approximation)."""
+        """Map back to the features: ``X @ components_`` (a rank-``n_components`` approximation).
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_components)
+            Projections from :meth:`transform`.
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
+        Returns
+        -------
+        X_original : same kind as X, shape (n_samples, n_features)
+            The approximation of the data.
+        """
         rows = self._component_rows(X, sample_dim=sample_dim)
         dtype = _out_dtype(rows.data.dtype)
         return map_rows(

@@ -112,7 +112,7 @@ def open_input(
         A Zarr array or a Zarr group (v2 or v3), as a local path or a URL (``s3://``,
         ``gs://``, ``az://``, ``http(s)://``, ``file://``, ``memory://``), or a local netCDF
         file. A CSR group (AnnData's ``csr_matrix`` encoding, e.g. the ``X`` of an AnnData
-        file) is read as scipy.sparse row blocks (:mod:`ddr.io.csr`).
+        file) is read as scipy.sparse row blocks (``ddr.io.csr``).
     name : str, optional
         The array or variable inside a group or netCDF file (``"a/b"`` for nested groups).
         Required for groups; not allowed for a bare Zarr array.

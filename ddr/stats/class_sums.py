@@ -55,7 +55,22 @@ class ClassSums(Statistic):
         y: np.ndarray | None = None,
         sample_weight: np.ndarray | None = None,
     ) -> Self:
-        """The sums of one in-memory block (numpy or scipy.sparse rows)."""
+        """The sums of one in-memory block (numpy or scipy.sparse rows).
+
+        Parameters
+        ----------
+        X : ndarray or scipy.sparse matrix of shape (n_rows, n_features)
+            The rows.
+        y : ndarray of shape (n_rows,)
+            Their classes.
+        sample_weight : ndarray of shape (n_rows,), optional
+            Row weights.
+
+        Returns
+        -------
+        ClassSums
+            The statistic of the block.
+        """
         sparse = scipy.sparse.issparse(X)
         X = as_csr64(X) if sparse else check_block(X)
         n = X.shape[0]
@@ -76,7 +91,20 @@ class ClassSums(Statistic):
 
     @classmethod
     def empty(cls, classes: np.ndarray, n_features: int) -> Self:
-        """The identity of :meth:`merge` for declared classes and no rows."""
+        """The identity of :meth:`merge` for declared classes and no rows.
+
+        Parameters
+        ----------
+        classes : ndarray of shape (n_classes,)
+            The declared classes.
+        n_features : int
+            The width of the rows.
+
+        Returns
+        -------
+        ClassSums
+            Zero counts and sums.
+        """
         k = len(classes)
         return cls(np.asarray(classes), np.zeros(k), np.zeros((k, n_features)))
 

@@ -144,7 +144,18 @@ class GramProduct(Statistic):
 
     # ------------------------------------------------------------------ merge
     def merge(self, other: Self) -> Self:
-        """Sum of the products, Chan merge of the column moments."""
+        """Sum of the products, Chan merge of the column moments.
+
+        Parameters
+        ----------
+        other : GramProduct
+            The statistic of other rows, for the same basis.
+
+        Returns
+        -------
+        GramProduct
+            The statistic of both.
+        """
         if not isinstance(other, GramProduct):
             raise TypeError(f"cannot merge GramProduct with {type(other).__name__}")
         if other.product.shape != self.product.shape:
@@ -167,7 +178,18 @@ class GramProduct(Statistic):
 
     # --------------------------------------------------------------- read-outs
     def total_variance(self, ddof: float = 0) -> float:
-        """Sum of the column variances, ``sum(sq) / (count - ddof)``."""
+        """Sum of the column variances, ``sum(sq) / (count - ddof)``.
+
+        Parameters
+        ----------
+        ddof : float, default=0
+            Delta degrees of freedom.
+
+        Returns
+        -------
+        float
+            The total variance.
+        """
         if self.sq.size == 0:
             raise ValueError("total_variance needs the column moments: build with moments=True")
         denom = self.count - ddof

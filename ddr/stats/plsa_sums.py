@@ -148,7 +148,24 @@ class PLSASums(Statistic):
         *,
         topics: np.ndarray,
     ) -> Self:
-        """The sums of one block of counts (numpy or CSR rows) at topics ``phi``."""
+        """The sums of one block of counts (numpy or CSR rows) at topics ``phi``.
+
+        Parameters
+        ----------
+        X : ndarray or scipy.sparse matrix of shape (n_rows, n_words)
+            Counts (documents x words).
+        y : None
+            Ignored.
+        sample_weight : ndarray of shape (n_rows,), optional
+            A document counted w times.
+        topics : ndarray of shape (n_topics, n_words)
+            ``P(word | topic)`` at which the block's mixtures are folded in.
+
+        Returns
+        -------
+        PLSASums
+            The statistic of the block.
+        """
         X = check_counts(X, "PLSA (input X)")
         if X.shape[1] != topics.shape[1]:
             raise ValueError(
