@@ -118,6 +118,7 @@ def fit_em(
     what: str,
     owner: str,
     stacklevel: int = 2,
+    warm_start: bool = True,
 ) -> EMState[P]:
     """Run EM from ``state`` until the log-likelihood rises by less than ``tol`` (relative).
 
@@ -142,6 +143,8 @@ def fit_em(
         The estimator's name, for the ConvergenceWarning.
     stacklevel : int
         Of the ConvergenceWarning, counted from the caller of ``fit_em``.
+    warm_start : bool, default=True
+        Whether the estimator has ``warm_start`` to continue a fit (the warning suggests it).
 
     Returns
     -------
@@ -182,7 +185,7 @@ def fit_em(
         warnings.warn(
             f"{owner}: EM did not converge in max_iter={max_iter} iterations (last relative "
             f"log-likelihood change {result.relative_change():.3g} > tol={tol}); increase "
-            "max_iter, or continue this fit with warm_start=True",
+            f"max_iter{', or continue this fit with warm_start=True' if warm_start else ''}",
             ConvergenceWarning,
             stacklevel=stacklevel + 1,
         )

@@ -38,6 +38,7 @@ FIT = {
     "classify": ["train_end=3000", "test_start=3000"],
     "cca": ["split=15"],
     "kernel-cca": ["split=15"],
+    "lsa-plsa": ["k=3"],
 }
 
 
@@ -195,6 +196,31 @@ def check_factor_analysis(sets: list[str]) -> None:
     assert scores.dims == ("sample", "factor") and scores.shape == (4000, 10)
 
 
+def check_lsa_plsa(sets: list[str]) -> None:
+    """pLSA: topics are distributions over the words, document mixtures distributions over the
+    topics, the log-likelihood never falls, the top-words table names each topic's most
+    probable words; LSA's topics are orthonormal."""
+    phi = opened("lsa-plsa-output/plsa-topics.zarr")
+    phi = next(iter(phi.data_vars.values())).values
+    assert phi.shape == (3, 30) and (phi >= 0).all()
+    np.testing.assert_allclose(phi.sum(axis=1), 1.0, atol=1e-12)
+    theta = opened("lsa-plsa-output/mixtures.zarr")
+    theta = next(iter(theta.data_vars.values())).values
+    assert theta.shape == (4000, 3) and (theta >= 0).all()
+    np.testing.assert_allclose(theta.sum(axis=1), 1.0, atol=1e-9)
+    m = metrics("lsa-plsa-output/top-words.json")
+    assert np.all(np.diff(m["loglike"]) >= -1e-9 * np.abs(m["loglike"][1:]))
+    assert len(m["loglike"]) == m["iterations"]
+    assert len(m["top_words"]) == 3
+    for i, words in enumerate(m["top_words"].values()):
+        probs = list(words.values())
+        assert probs == sorted(probs, reverse=True)
+        assert probs[0] == pytest.approx(phi[i].max())
+    V = opened("lsa-plsa-output/lsa-topics.zarr")
+    V = next(iter(V.data_vars.values())).values
+    np.testing.assert_allclose(V @ V.T, np.eye(3), atol=1e-8)
+
+
 def check_classify(sets: list[str]) -> None:
     """Held-out accuracy estimates the accuracy on new data of the population (QDA's training
     accuracy would not: with 30 x 30 covariances per class it is optimistic by ~0.15 here)."""
@@ -288,6 +314,7 @@ CHECKS = {
     "kernel-cca": check_kernel_cca,
     "apply-saved": check_apply_saved,
     "one-pass-statistics": check_one_pass,
+    "lsa-plsa": check_lsa_plsa,
 }
 
 

@@ -173,6 +173,7 @@ class PLSA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
                 logger=logger,
                 what=f"PLSA (EM, init {i + 1}/{self.n_init})",
                 owner="PLSA",
+                warm_start=False,
                 stacklevel=3,
             )
             if best is None or state.loglik[-1] > best.loglik[-1]:
