@@ -1,0 +1,96 @@
+"""The sparse suite's measurements at the issue's size, on a machine with many cores:
+``python -m benchmarks.sparse_at_scale N_DOCUMENTS N_WORKERS`` (e.g. 1000000 16).
+
+A counts corpus of N documents x 20 000 words (``ddr demo-data --kind counts`` in-process,
+about 100 tokens a document), then on a LocalCluster of N_WORKERS single-thread workers: the
+CSR read floor (dask's sum of ``data``, ``indices``, ``indptr``), ddr's CSR reader pass and
+TruncatedSVD (k=10, n_iter=5: 6 passes) twice each, PLSA (start + one EM iteration) on the
+first 100 000 documents, and scikit-learn's in-memory randomized TruncatedSVD (one process).
+Prints one line per measurement (``benchmarks/results/sparse.md`` keeps the last run)."""
+
+import sys
+import time
+
+import dask
+import dask.array as da
+import numpy as np
+import zarr
+from distributed import Client, LocalCluster
+
+import ddr
+from ddr.demo_counts import CountsSpec, write_counts_data
+
+
+def main() -> None:
+    n, workers = int(sys.argv[1]), int(sys.argv[2])
+    path = f"/tmp/counts-{n}.zarr"
+    spec = CountsSpec(
+        n_samples=n, n_features=20_000, n_topics=20, doc_length=100.0, chunk_rows=50_000, seed=21
+    )
+    t = time.perf_counter()
+    with dask.config.set(scheduler="threads"):
+        write_counts_data(path, spec, if_exists="skip-if-complete")
+    g = zarr.open_group(path, mode="r")["X"]
+    print(
+        f"data {n} x 20000, nnz {g['data'].shape[0]}, written in {time.perf_counter() - t:.0f} s",
+        flush=True,
+    )
+    with (
+        LocalCluster(
+            n_workers=workers, threads_per_worker=1, memory_limit="7GiB", dashboard_address=None
+        ) as cluster,
+        Client(cluster),
+    ):
+        arrays = [da.from_zarr(g[k]) for k in ("data", "indices", "indptr")]
+        X = ddr.io.open_csr(path, "X")
+
+        def floor() -> float:
+            t0 = time.perf_counter()
+            dask.compute(*[a.sum() for a in arrays])
+            return time.perf_counter() - t0
+
+        floor()
+        for _ in range(2):
+            f = floor()
+            t0 = time.perf_counter()
+            X.map_blocks(
+                lambda b: np.array([[b.nnz]]),
+                chunks=((1,) * len(X.chunks[0]), (1,)),
+                dtype=np.int64,
+                meta=np.empty((0, 0), np.int64),
+            ).sum().compute()
+            r = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            svd = ddr.TruncatedSVD(10, n_iter=5, random_state=0).fit(X)
+            s = time.perf_counter() - t0
+            print(
+                f"{workers} workers: floor {f:.2f} s; ddr CSR reader pass {r:.2f} s (x{r / f:.2f});"
+                f" TruncatedSVD n_iter=5 {s:.2f} s, {s / 6:.2f} s a pass (x{s / 6 / f:.2f} of the"
+                f" floor)",
+                flush=True,
+            )
+        m = 100_000
+        t0 = time.perf_counter()
+        plsa = ddr.PLSA(10, max_iter=1, random_state=0).fit(X[:m])
+        p = time.perf_counter() - t0
+        print(
+            f"PLSA on the first {m} documents, max_iter=1 (start + 1 iteration): {p:.2f} s, "
+            f"n_iter_ {plsa.n_iter_}",
+            flush=True,
+        )
+    M = ddr.io.open_csr(path, "X").compute(scheduler="threads")
+    from sklearn.decomposition import TruncatedSVD
+
+    t0 = time.perf_counter()
+    est = TruncatedSVD(10, random_state=0).fit(M)
+    sk = time.perf_counter() - t0
+    err = np.max(np.abs(est.singular_values_ - svd.singular_values_) / svd.singular_values_)
+    print(
+        f"scikit-learn TruncatedSVD randomized in memory (1 process): {sk:.2f} s; largest relative"
+        f" difference of singular values to ddr's {err:.1e}",
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    main()
