@@ -265,14 +265,43 @@ def randomized_scatter_eigh(
 
 
 def initial_basis(d: int, n_basis: int, random_state: np.random.RandomState) -> np.ndarray:
-    """The first block: an orthonormalised Gaussian d x ``n_basis`` matrix."""
+    """Draw the first block: an orthonormalised Gaussian d x ``n_basis`` matrix.
+
+    Parameters
+    ----------
+    d : int
+        The number of features.
+    n_basis : int
+        The width of the block.
+    random_state : numpy.random.RandomState
+        The generator.
+
+    Returns
+    -------
+    ndarray of shape (d, n_basis)
+        Orthonormal columns.
+    """
     return orthonormalize(random_state.standard_normal(size=(d, n_basis)))
 
 
 def single_pass_eigh(stat: CentredProduct | GramProduct, V: np.ndarray) -> RandomizedEigh:
-    """The result of a one-pass iteration (``randomized_passes(...) == 1``: the first block
-    spans all of R^d) from that pass's merged statistic for the basis ``V``
-    (:func:`initial_basis`), for callers that compute the pass together with other work."""
+    """Solve a one-pass iteration from that pass's merged statistic for the basis ``V``.
+
+    One pass suffices when ``randomized_passes(...) == 1`` (the first block spans all of
+    R^d); for callers that compute the pass together with other work.
+
+    Parameters
+    ----------
+    stat : CentredProduct or GramProduct
+        The merged statistic of the pass.
+    V : ndarray of shape (d, l)
+        The basis of the pass (:func:`initial_basis`).
+
+    Returns
+    -------
+    RandomizedEigh
+        The eigensystem.
+    """
     lam, U = nystrom_eigh(V, stat.product)
     return RandomizedEigh(stat.count, stat.mean, _trace(stat), lam, U, 1)
 
