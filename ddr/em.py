@@ -6,7 +6,9 @@ and only this loop:
 1. **E-step**, one pass: a mergeable statistic (:mod:`ddr.stats`) of the row blocks at the
    current parameters, computed by the engine (:func:`ddr.stats.compute`): each block's
    posterior expectations summed, the sums tree-merged. The statistic also carries the
-   log-likelihood of the data at those parameters (``stat.loglik``), for free.
+   log-likelihood of the data at those parameters (``stat.loglik``), for free. A model with
+   per-row parameters (pLSA's document mixtures) updates them in the same pass, beside the
+   blocks (:func:`ddr.stats.engine.compute_with_rows`); they travel in the state's ``rows``.
 2. **M-step**, on the client: new parameters from the merged statistic (small arrays).
 3. Stop when the log-likelihood rose by less than ``tol * |loglik|`` (relative), or after
    ``max_iter`` iterations with a :class:`~sklearn.exceptions.ConvergenceWarning`.
@@ -44,6 +46,7 @@ from sklearn.exceptions import ConvergenceWarning
 from ddr.progress import Passes
 from ddr.stats import compute
 from ddr.stats.base import StatSpec
+from ddr.stats.engine import BlockRows, compute_with_rows
 
 __all__ = ["EMProblem", "EMState", "fit_em", "loglik_detail"]
 
@@ -84,6 +87,10 @@ class EMState(Generic[P]):
         The log-likelihood of ``params`` when it is known without a pass (a closed-form
         start computed from moments); the first E-step is then compared with it, so a start
         that is already the optimum stops after one pass.
+    rows : BlockRows, optional
+        Per-row parameters, for a model whose E-step statistic ``carries_rows`` (pLSA's
+        document mixtures): updated in each pass beside the blocks of X
+        (:func:`ddr.stats.engine.compute_with_rows`), None before the first.
     """
 
     params: P
@@ -91,6 +98,7 @@ class EMState(Generic[P]):
     n_iter: int = 0
     converged: bool = False
     start_loglik: float | None = None
+    rows: BlockRows | None = None
 
     @property
     def previous(self) -> float | None:
@@ -158,7 +166,7 @@ def fit_em(
         f"at most {max_iter} iterations of one pass each{resumed}, until the log-likelihood "
         f"rises by less than tol={tol:g} (relative)"
     )
-    params = state.params
+    params, rows = state.params, state.rows
     curve = list(state.loglik)
     previous = state.previous
     converged = False
@@ -166,7 +174,11 @@ def fit_em(
     while done < max_iter:
         done += 1
         passes.begin()
-        stat = compute(problem.statistic(params), X)  # the one pass of this iteration
+        spec = problem.statistic(params)  # the one pass of this iteration:
+        if spec.cls.carries_rows:
+            stat, rows = compute_with_rows(spec, X, rows)
+        else:
+            stat = compute(spec, X)
         loglik = float(stat.loglik)
         curve.append(loglik)
         params = problem.m_step(stat, params)
@@ -175,7 +187,7 @@ def fit_em(
             converged = True
             break
         previous = loglik
-    result = EMState(params, tuple(curve), state.n_iter + done, converged)
+    result = EMState(params, tuple(curve), state.n_iter + done, converged, rows=rows)
     passes.finish(
         f"converged after {result.n_iter} iterations"
         if converged

@@ -146,3 +146,18 @@ def test_engine_errors(rng):
     bad[1234, 2] = np.nan
     with pytest.raises(ValueError, match="X contains 1 NaN value"):
         compute(Moments, da.from_array(bad, chunks=1000))
+
+
+def test_compute_with_rows_refuses_statistics_without_rows_and_other_blocks(rng):
+    from ddr.stats import PLSASums
+    from ddr.stats.engine import compute_with_rows
+
+    X = rng.poisson(2.0, size=(60, 8)).astype(np.float64)
+    refused = r"Moments keeps no per-row parameters between passes \(carries_rows is False\)"
+    with pytest.raises(TypeError, match=refused + "; use ddr.stats.compute"):
+        compute_with_rows(Moments, X)
+    spec = PLSASums.spec(topics=np.full((2, 8), 1 / 8))
+    _, rows = compute_with_rows(spec, da.from_array(X, chunks=(20, -1)))
+    other = r"the per-row parameters are in 3 blocks and X in 2: pass the same X, in the same "
+    with pytest.raises(ValueError, match=other + "blocks, on every pass"):
+        compute_with_rows(spec, da.from_array(X, chunks=(30, -1)), rows)

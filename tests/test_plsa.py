@@ -3,6 +3,7 @@ model from every input form, chunking and dtype, and bad counts refused."""
 
 from __future__ import annotations
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -14,6 +15,8 @@ import ddr
 from ddr.demo_counts import CountsSpec, write_counts_data
 from ddr.io import open_input
 from ddr.stats import PLSASums, compute
+from ddr.stats.engine import compute_with_rows
+from ddr.stats.plsa_sums import FOLD_IN_MAX_ITER, FOLD_IN_TOL
 from ddr.testing import counting_dask_array
 
 
@@ -172,3 +175,74 @@ def test_statistic_merges_and_round_trips(small):
     np.testing.assert_allclose(whole.topic_word.sum(axis=0), X.sum(axis=0), rtol=1e-12)
     back = PLSASums.from_dict(whole.to_dict())
     np.testing.assert_array_equal(back.topic_word, whole.topic_word)
+
+
+def _hofmann_em(X, phi, n_iter):
+    """Hofmann's EM written out densely over every (document, word, topic): the reference."""
+    theta = np.full((X.shape[0], phi.shape[0]), 1.0 / phi.shape[0])
+    curve = []
+    for _ in range(n_iter):
+        joint = theta[:, :, None] * phi[None, :, :]  # (n, K, V)
+        p = joint.sum(axis=1)  # P(w | d)
+        curve.append(float((X * np.log(np.where(X > 0, p, 1.0))).sum()))
+        q = X[:, None, :] * joint / np.where(p > 0, p, 1.0)[:, None, :]  # n(d, w) q(z | d, w)
+        theta = q.sum(axis=2) / X.sum(axis=1, keepdims=True)
+        phi = q.sum(axis=0) / q.sum(axis=(0, 2))[:, None]
+    return phi, theta, np.array(curve)
+
+
+def test_each_pass_is_one_step_of_hofmanns_em(small):
+    X, _, _ = small
+    start = np.random.RandomState(4).dirichlet(np.ones(X.shape[1]), size=3)
+    phi, _, curve = _hofmann_em(X, start, 25)
+    model = ddr.PLSA(3, random_state=4, max_iter=25, tol=0.0)
+    with pytest.warns(Warning, match="did not converge"):
+        model.fit(da.from_array(scipy.sparse.csr_matrix(X), chunks=((70, 130, 100), -1)))
+    np.testing.assert_allclose(model.loglike_, curve, rtol=1e-12)
+    np.testing.assert_allclose(model.components_, phi, rtol=1e-9, atol=1e-14)
+
+
+def test_mixtures_stay_on_the_workers_between_passes(small, client):
+    """On a cluster the per-row mixtures are persisted on the workers, and the fit equals the
+    threaded one."""
+    X, _, _ = small
+    Xd = da.from_array(scipy.sparse.csr_matrix(X), chunks=((100, 150, 50), -1))
+    spec = PLSASums.spec(topics=np.random.RandomState(0).dirichlet(np.ones(40), size=3))
+    _, rows = compute_with_rows(spec, Xd)
+    assert len(rows.blocks) == 3
+    held = client.who_has()
+    assert all(held[b.key] for b in rows.blocks)  # a future each, in a worker's memory
+    stat2, rows2 = compute_with_rows(spec, Xd, rows)
+    _, local_rows = compute_with_rows(spec, X)
+    local2, _ = compute_with_rows(spec, X, local_rows)
+    assert stat2.loglik == pytest.approx(local2.loglik, rel=1e-13)
+    np.testing.assert_allclose(stat2.topic_word, local2.topic_word, rtol=1e-12)
+    theta = np.vstack(dask.compute(*rows2.blocks))
+    assert theta.shape == (300, 3)
+    np.testing.assert_allclose(theta.sum(axis=1), 1.0, rtol=1e-12)
+    with pytest.warns(Warning, match="did not converge"):
+        on_cluster = ddr.PLSA(3, random_state=0, max_iter=5, tol=0.0).fit(Xd)
+    with pytest.warns(Warning, match="did not converge"):
+        threaded = ddr.PLSA(3, random_state=0, max_iter=5, tol=0.0).fit(X)
+    np.testing.assert_allclose(on_cluster.loglike_, threaded.loglike_, rtol=1e-12)
+
+
+def test_folding_in_is_each_documents_own_em_to_its_tolerance(small):
+    """transform: per document, EM over its mixture at the fitted topics until no weight moves
+    by FOLD_IN_TOL (at most FOLD_IN_MAX_ITER steps), whatever block it is in."""
+    X, _, _ = small
+    model = ddr.PLSA(3, random_state=0, max_iter=300, tol=1e-7).fit(X)
+    phi = model.components_
+    want = np.empty((X.shape[0], 3))
+    for i, x in enumerate(X):
+        theta = np.full(3, 1 / 3)
+        for _ in range(FOLD_IN_MAX_ITER):
+            p = theta @ phi
+            new = theta * (phi @ np.where(x > 0, x / np.where(p > 0, p, 1), 0)) / x.sum()
+            done = np.abs(new - theta).max() < FOLD_IN_TOL
+            theta = new
+            if done:
+                break
+        want[i] = theta
+    got = model.transform(da.from_array(scipy.sparse.csr_matrix(X), chunks=((1, 298, 1), -1)))
+    np.testing.assert_allclose(got.compute(), want, rtol=1e-10, atol=1e-13)

@@ -344,3 +344,34 @@ def test_a_worker_that_joins_in_time_lets_the_run_go_on(workdir, caplog):
     undisturbed = _undisturbed(path, ["out=undisturbed"])
     _same(workdir / "disturbed", workdir / "undisturbed")
     assert disturbed.passes == undisturbed.passes
+
+
+def test_plsa_mixtures_held_by_a_killed_worker_are_recomputed(procs):
+    """pLSA's per-row mixtures live on the workers between passes: kill -9 a worker that holds
+    some after two passes, and the third pass recomputes them from their lineage (the earlier
+    passes of those blocks), equal to an undisturbed third pass."""
+    import dask.array as da
+    import scipy.sparse
+
+    from ddr.stats import PLSASums
+    from ddr.stats.engine import compute_with_rows
+
+    X = np.random.default_rng(0).poisson(1.0, (1200, 30)).astype(np.float64)
+    Xd = da.from_array(scipy.sparse.csr_matrix(X), chunks=(100, -1))
+    spec = PLSASums.spec(topics=np.random.default_rng(1).dirichlet(np.ones(30), size=3))
+    with dask.config.set(scheduler="threads"):
+        rows = None
+        for _ in range(3):
+            want, rows = compute_with_rows(spec, X, rows)
+    procs.wait_for_workers(2)
+    with procs.client() as client, dask.config.set(scheduler=client):
+        rows = compute_with_rows(spec, Xd, compute_with_rows(spec, Xd)[1])[1]
+        held = client.who_has()
+        pids = procs.worker_pids()
+        victim = next(a for a in pids if any(a in held[b.key] for b in rows.blocks))
+        kill(pids[victim])
+        got, new_rows = compute_with_rows(spec, Xd, rows)
+        theta = np.vstack(dask.compute(*new_rows.blocks))
+    assert got.loglik == pytest.approx(want.loglik, rel=1e-12)
+    np.testing.assert_allclose(got.topic_word, want.topic_word, rtol=1e-12)
+    np.testing.assert_allclose(theta.sum(axis=1), 1.0, rtol=1e-12)

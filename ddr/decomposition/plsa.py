@@ -1,11 +1,11 @@
 """Probabilistic latent semantic analysis (Hofmann 1999) of word counts larger than memory.
 
-The fit is :func:`ddr.em.fit_em` with the E-step statistic :class:`ddr.stats.PLSASums`: one
-pass per iteration, in which every block folds its documents' mixtures ``P(z | d)`` in at
-the current topics and sums the expected topic-word counts; the M-step (on the client)
-normalises them into the new topics ``P(w | z)``. The mixtures are profiled out rather than
-stored, so nothing of size n_documents is kept between passes; see
-``ddr.stats.plsa_sums`` for the formulation and why the log-likelihood never decreases.
+The fit is :func:`ddr.em.fit_em` with the E-step statistic :class:`ddr.stats.PLSASums`:
+Hofmann's EM, one pass per iteration. Each block takes its documents' mixtures ``P(z | d)``
+from the previous pass, sums the expected topic-word counts and gives the mixtures' next
+values, which stay beside the block (``ddr.stats.engine.compute_with_rows``: n_documents x K
+floats, on the workers for dask input); the M-step on the client normalises the sums into
+the new topics ``P(w | z)``. See ``ddr.stats.plsa_sums`` for the formulas.
 """
 
 from __future__ import annotations
@@ -61,7 +61,9 @@ class PLSA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
 
     The model: ``P(w | d) = sum_z P(z | d) P(w | z)`` for the count of word ``w`` in
     document ``d`` (Hofmann 1999; seed 004). Each EM iteration is one pass over the
-    documents (see ``ddr.stats.plsa_sums``).
+    documents, of cost O(stored counts x K); the mixtures ``P(z | d)`` of the training
+    documents are kept between passes (n_samples x K floats: on the workers for dask input)
+    and dropped after the fit (see ``ddr.stats.plsa_sums``).
 
     Parameters
     ----------
@@ -74,15 +76,16 @@ class PLSA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
     n_init : int, default=1
         Random initialisations; the fit with the highest log-likelihood is kept.
     random_state : int, RandomState or None, default=None
-        Seeds the initial topics (each a draw from a flat Dirichlet over the words).
+        Seeds the initial topics (each a draw from a flat Dirichlet over the words; the
+        mixtures start uniform).
 
     Attributes
     ----------
     components_ : ndarray of shape (n_components, n_features)
         ``P(word | topic)``, rows summing to 1 (0 for words no document holds).
     loglike_ : ndarray of shape (n_iter,)
-        Log-likelihood ``sum_d sum_w n(d, w) log P(w | d)`` (mixtures folded in) at the start
-        of each iteration of the kept fit: never decreasing.
+        Log-likelihood ``sum_d sum_w n(d, w) log P(w | d)`` at the mixtures and topics each
+        iteration of the kept fit started from: never decreasing.
     n_iter_ : int
         Iterations (passes) of the kept fit.
     converged_ : bool
@@ -178,7 +181,7 @@ class PLSA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
             )
             if best is None or state.loglik[-1] > best.loglik[-1]:
                 best = state
-        assert best is not None
+        assert best is not None  # its mixtures (best.rows) are dropped here
         self.components_ = best.params
         self.loglike_ = np.asarray(best.loglik)
         self.n_iter_ = best.n_iter

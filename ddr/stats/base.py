@@ -29,12 +29,16 @@ class Statistic(abc.ABC):
     constraint objects, as estimators declare their parameters; checked by :meth:`spec`);
     ``readouts`` names what a pipeline reference ``step.NAME`` may read (attributes or
     zero-argument methods); ``accepts_sparse`` whether ``from_block`` takes scipy.sparse CSR
-    blocks (the engine refuses sparse input for statistics that do not).
+    blocks (the engine refuses sparse input for statistics that do not); ``carries_rows``
+    whether it also has ``from_block_with_rows(X, rows, **options) -> (stat, new_rows)``,
+    a step that reads and updates per-row parameters kept between passes
+    (:func:`ddr.stats.engine.compute_with_rows`).
     """
 
     needs_labels: ClassVar[bool] = False
     accepts_labels: ClassVar[bool] = False
     accepts_sparse: ClassVar[bool] = False
+    carries_rows: ClassVar[bool] = False
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {}
     readouts: ClassVar[tuple[str, ...]] = ()
 
@@ -238,6 +242,9 @@ class StatSpec:
         sample_weight: np.ndarray | None = None,
     ) -> Statistic:
         return self.cls.from_block(X, y, sample_weight, **dict(self.options))
+
+    def from_block_with_rows(self, X: Any, rows: np.ndarray | None) -> tuple[Statistic, Any]:
+        return self.cls.from_block_with_rows(X, rows, **dict(self.options))  # type: ignore[attr-defined]
 
     def value_nbytes(self, n_features: int, n_classes: int = 1) -> int:
         """:meth:`Statistic.value_nbytes` with this spec's options.

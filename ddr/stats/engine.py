@@ -7,6 +7,7 @@ merge tree of bounded fan-in (``split_every``); memory per worker stays at a few
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -19,7 +20,15 @@ from dask.highlevelgraph import HighLevelGraph
 from ddr.stats._input import Rows, align_to_rows, as_rows
 from ddr.stats.base import Statistic, StatSpec, as_spec
 
-__all__ = ["DEFAULT_SPLIT_EVERY", "compute", "default_split_every", "lazy", "one_blas_thread"]
+__all__ = [
+    "DEFAULT_SPLIT_EVERY",
+    "BlockRows",
+    "compute",
+    "compute_with_rows",
+    "default_split_every",
+    "lazy",
+    "one_blas_thread",
+]
 
 DEFAULT_SPLIT_EVERY = 16
 # A merge task holds its fan-in of partial statistics at once: keep the d x d matrices it
@@ -164,9 +173,7 @@ def _lazy_rows(
     y = align_to_rows(y, rows, "y")
     w = align_to_rows(sample_weight, rows, "sample_weight")
     _check_inputs(specs, rows, y)
-    fan_in = default_split_every(rows.shape[1]) if split_every is None else int(split_every)
-    if fan_in < 2:
-        raise ValueError(f"split_every must be at least 2; got {split_every}")
+    fan_in = _fan_in(rows.shape[1], split_every)
 
     # The graph is written out directly (one layer: a task per block and the merge tree)
     # rather than built by a dask.delayed call per task: that tokenised and merged a graph
@@ -184,7 +191,22 @@ def _lazy_rows(
         (block, i): (_block_stats_one_blas_thread, spec_arg, xk, yk, wk)
         for i, (xk, yk, wk) in enumerate(zip(x_keys, y_keys, w_keys, strict=True))
     }
-    level: list[Any] = [(block, i) for i in range(len(x_keys))]
+    final = _merge_tree(layer, [(block, i) for i in range(len(x_keys))], token, fan_in, single)
+    deps = [c for c in (rows.data, y, w) if c is not None] + list(spec_deps)
+    return Delayed(final, HighLevelGraph.from_collections(final, layer, dependencies=deps))
+
+
+def _fan_in(n_features: int, split_every: int | None) -> int:
+    fan_in = default_split_every(n_features) if split_every is None else int(split_every)
+    if fan_in < 2:
+        raise ValueError(f"split_every must be at least 2; got {split_every}")
+    return fan_in
+
+
+def _merge_tree(
+    layer: dict[Any, Any], level: list[Any], token: str, fan_in: int, single: bool
+) -> str:
+    """Add the merge tree of bounded fan-in over the block tasks ``level``; its final key."""
     merge = f"ddr-stats-merge-{token}"
     depth = 0
     while len(level) > 1:
@@ -197,8 +219,7 @@ def _lazy_rows(
     form = "one" if single else "all"  # a single statistic and a list differ in shape
     final = f"ddr-stats-{form}-{token}"
     layer[final] = (_finish, level[0], single)
-    deps = [c for c in (rows.data, y, w) if c is not None] + list(spec_deps)
-    return Delayed(final, HighLevelGraph.from_collections(final, layer, dependencies=deps))
+    return final
 
 
 def compute(
@@ -261,3 +282,137 @@ def compute(
 
 def _numpy_block_rows(X: np.ndarray) -> int:
     return max(1, _NUMPY_BLOCK_BYTES // (8 * max(X.shape[1], 1)))
+
+
+# ------------------------------------------------- per-row parameters kept between passes
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockRows:
+    """Per-row parameters kept between passes, one array per row block of X, in order.
+
+    What :func:`compute_with_rows` returns and takes back on the next pass over the same X.
+    For dask input the blocks are persisted where the scheduler computed them (on a cluster:
+    the workers' memory, beside nothing else of X); for numpy input they are numpy arrays.
+
+    Parameters
+    ----------
+    blocks : tuple
+        One ``(n_block_rows, width)`` array (or persisted dask ``Delayed`` of one) per block.
+    """
+
+    blocks: tuple[Any, ...]
+
+
+def _rows_step(spec: StatSpec, X: Any, rows: np.ndarray | None) -> tuple[Any, np.ndarray]:
+    with one_blas_thread():
+        stat, new = spec.from_block_with_rows(X, rows)
+    return (X.shape[0], (stat,)), new
+
+
+def _rows_step_part(result: tuple[Any, np.ndarray]) -> Any:
+    return result[0]
+
+
+def _rows_step_rows(result: tuple[Any, np.ndarray]) -> np.ndarray:
+    return result[1]
+
+
+def compute_with_rows(
+    stat: type[Statistic] | StatSpec,
+    X: Any,
+    rows: BlockRows | None = None,
+    *,
+    sample_dim: Hashable | None = None,
+    split_every: int | None = None,
+    **compute_kwargs: Any,
+) -> tuple[Statistic, BlockRows]:
+    """One pass of a statistic that also updates per-row parameters: EM with row latents.
+
+    Each block's task reads its rows of X and its rows' parameters, and gives its statistic
+    (merged in the tree as by :func:`compute`) and its rows' new parameters, which stay beside
+    the block for the next pass (``statistic.from_block_with_rows``; e.g. pLSA's document
+    mixtures). X is read once; the parameters cost ``n_samples x width`` floats of memory
+    (on the cluster's workers for dask input).
+
+    Parameters
+    ----------
+    stat : Statistic class or StatSpec
+        A statistic with ``carries_rows`` (its options in the spec).
+    X : array-like, scipy.sparse matrix, dask array or DataArray, shape (n_samples, n_features)
+        The same X (same blocks) on every pass.
+    rows : BlockRows, optional
+        The parameters the previous pass gave; None on the first pass (the statistic starts
+        them).
+    sample_dim : hashable, optional
+        The sample dimension of a DataArray ``X`` (default: its first dimension).
+    split_every : int, optional
+        Fan-in of the merge tree (default as for :func:`compute`).
+    **compute_kwargs
+        Passed to ``dask.persist`` and ``dask.compute`` for dask input.
+
+    Returns
+    -------
+    stat : Statistic
+        The merged statistic of all rows at their parameters.
+    rows : BlockRows
+        The rows' new parameters, for the next pass.
+    """
+    spec = as_spec(stat)
+    if not spec.cls.carries_rows:
+        raise TypeError(
+            f"{spec.cls.__name__} keeps no per-row parameters between passes "
+            "(carries_rows is False); use ddr.stats.compute"
+        )
+    data = as_rows(X, sample_dim=sample_dim)
+    _check_inputs((spec,), data, None)
+    fan_in = _fan_in(data.shape[1], split_every)
+    if data.is_lazy:
+        x_keys = list(flatten(data.data.__dask_keys__()))
+    else:
+        step = _numpy_block_rows(data.data)
+        x_keys = list(range(0, data.shape[0], step))
+    old = [None] * len(x_keys) if rows is None else list(rows.blocks)
+    if len(old) != len(x_keys):
+        raise ValueError(
+            f"the per-row parameters are in {len(old)} blocks and X in {len(x_keys)}: pass "
+            "the same X, in the same blocks, on every pass"
+        )
+    if not data.is_lazy:
+        results = [
+            _rows_step(spec, data.data[i : i + step], prev)
+            for i, prev in zip(x_keys, old, strict=True)
+        ]
+        part = _merge_parts(*(r[0] for r in results))
+        return _finish(part, True), BlockRows(tuple(r[1] for r in results))
+
+    token = dask.base.tokenize(spec, data.data, [getattr(o, "key", None) for o in old], fan_in)
+    spec_arg, spec_deps = unpack_collections(spec)
+    step_name, part_name = f"ddr-rows-step-{token}", f"ddr-rows-part-{token}"
+    layer: dict[Any, Any] = {}
+    new_keys = []
+    for i, (xk, prev) in enumerate(zip(x_keys, old, strict=True)):
+        layer[(step_name, i)] = (_rows_step, spec_arg, xk, None if prev is None else prev.key)
+        layer[(part_name, i)] = (_rows_step_part, (step_name, i))
+        new_keys.append(f"ddr-rows-{token}-{i}")
+        layer[new_keys[-1]] = (_rows_step_rows, (step_name, i))
+    final = _merge_tree(layer, [(part_name, i) for i in range(len(x_keys))], token, fan_in, True)
+    deps = [data.data, *(o for o in old if o is not None), *spec_deps]
+    graph = HighLevelGraph.from_collections(final, layer, dependencies=deps)
+    # the new parameters stay where they were computed; the statistic comes to the client
+    new_rows = [Delayed(k, graph, layer=final) for k in new_keys]
+    client = _distributed_client(compute_kwargs.get("scheduler"))
+    if client is not None:  # dask.persist would bring them to this process unless default
+        persisted = client.persist([Delayed(final, graph), *new_rows])
+    else:
+        persisted = dask.persist(Delayed(final, graph), *new_rows, **compute_kwargs)
+    (result,) = dask.compute(persisted[0], **compute_kwargs)
+    return result, BlockRows(tuple(persisted[1:]))
+
+
+def _distributed_client(scheduler: Any) -> Any:
+    """The distributed Client that would run a graph now, or None (a local scheduler)."""
+    from distributed import Client
+
+    owner = getattr(dask.base.get_scheduler(scheduler=scheduler), "__self__", None)
+    return owner if isinstance(owner, Client) else None

@@ -2,21 +2,27 @@
 
 pLSA models the count ``n(d, w)`` of word ``w`` in document ``d`` with
 ``P(w | d) = sum_z P(z | d) P(w | z)``: topics ``phi = P(w | z)`` (K x V, shared by all
-documents) and document mixtures ``theta_d = P(z | d)`` (one per document). The mixtures are
-per-row parameters, as many as there are documents, so ddr never keeps them between passes:
-each block **profiles them out**. At the current topics, the mixture of every document of the
-block is fitted by *folding in* (Hofmann's EM over ``theta_d`` with ``phi`` fixed, run to
-convergence: the log-likelihood is concave in ``theta_d``, so this is its unique maximum), and
-the block then contributes the expected topic-word counts at those mixtures,
+documents) and document mixtures ``theta_d = P(z | d)`` (one per document). Hofmann's EM
+step, at the current ``(theta, phi)``, gives every stored count its posterior over the topics,
+``q(z | d, w) = theta_dz phi_zw / sum_z' theta_dz' phi_z'w``, and from them
 
-    n(z, w) = sum_d n(d, w) theta_dz phi_zw / sum_z' theta_dz' phi_z'w,
+    theta_dz <- sum_w n(d, w) q(z | d, w) / n(d)          (per document: in its block)
+    n(z, w)   = sum_d n(d, w) q(z | d, w)                  (summed over blocks: mergeable)
+    phi_zw   <- n(z, w) / sum_w n(z, w)                    (on the client)
 
-and its log-likelihood ``sum_d sum_w n(d, w) log P(w | d)``. The M-step on the client is
-``phi_zw = n(z, w) / sum_w n(z, w)``. This is EM on the profile likelihood
-``L(phi) = max_theta L(phi, theta)``: the folding-in maximises over theta, the M-step raises
-``L(phi, theta)`` at those theta, so ``L(phi)`` never decreases (up to the folding-in
-tolerance). Blocks may be dense or scipy.sparse CSR; the cost is O(nnz K) per folding-in
-iteration, words that a document does not hold cost nothing.
+with the log-likelihood ``sum_d sum_w n(d, w) log P(w | d)`` at the step's start. The mixtures
+are per-row parameters, as many as there are documents: :meth:`PLSASums.from_block_with_rows`
+takes a block's mixtures and returns the new ones beside the block's sums, and the engine
+(:func:`ddr.stats.engine.compute_with_rows`) keeps them between passes next to the blocks of
+X. One pass is then one EM step, of cost O(nnz K): words a document does not hold cost
+nothing. EM never lowers the log-likelihood.
+
+Without mixtures (:meth:`PLSASums.from_block`, the statistic on its own) each block instead
+*folds in* its documents at the topics (:func:`fold_in`: the EM over ``theta_d`` with ``phi``
+fixed, run to convergence; the log-likelihood is concave in ``theta_d``, so this is its
+maximum) and sums at those mixtures: the E-step of the profile likelihood
+``max_theta L(phi, theta)``, many times the cost of one step. Blocks may be dense or
+scipy.sparse CSR.
 """
 
 from __future__ import annotations
@@ -80,36 +86,70 @@ def fold_in(
     loglik : ndarray of shape (n,)
         ``sum_w n(d, w) log P(w | d)`` per document (over the words some topic emits).
     """
-    n, k = X.shape[0], phi.shape[0]
-    rows = np.repeat(np.arange(n), np.diff(X.indptr))
-    phi_t = np.ascontiguousarray(phi.T)
-    phi_e = phi_t[X.indices]  # (nnz, K)
-    known = phi_e.sum(axis=1) > 0
-    data = np.where(known, X.data, 0.0)
-    length = np.bincount(rows, weights=data, minlength=n)
-    live = length > 0
-    theta = np.full((n, k), 1.0 / k)
-    active = live.copy()  # each document iterates until its own mixture settles, so the
-    for _ in range(FOLD_IN_MAX_ITER):  # result does not depend on the block it is in
+    block = _Entries(X, phi)
+    theta = block.uniform()
+    # each document iterates until its own mixture settles, so the result does not depend on
+    # the block it is in; the steps run over the documents still moving only (re-gathered
+    # when half have settled: most settle in tens of steps, a few take hundreds)
+    idx = np.flatnonzero(block.live)
+    moving, active = block.take(idx), np.ones(idx.size, dtype=bool)
+    for _ in range(FOLD_IN_MAX_ITER):
         if not active.any():
             break
-        denom = np.einsum("ek,ek->e", theta[rows], phi_e)
-        ratio = _ratio(X, data, denom)
-        new = theta * np.asarray(ratio @ phi_t)
-        new[live] /= length[live, None]
-        settled = np.abs(new - theta).max(axis=1) < FOLD_IN_TOL
-        theta[active] = new[active]
+        if 2 * active.sum() < active.size:
+            idx, active = idx[active], active[active]
+            moving = block.take(idx)
+        old = theta[idx]
+        new = moving.step(old)[0]
+        settled = np.abs(new - old).max(axis=1) < FOLD_IN_TOL
+        theta[idx[active]] = new[active]
         active &= ~settled
-    denom = np.einsum("ek,ek->e", theta[rows], phi_e)
-    with np.errstate(divide="ignore"):
-        logp = np.where(data > 0, np.log(np.where(denom > 0, denom, 1.0)), 0.0)
-    loglik = np.bincount(rows, weights=data * logp, minlength=n)
-    return theta, _ratio(X, data, denom), loglik
+    _, ratio, loglik = block.step(theta)
+    return theta, ratio, loglik
 
 
-def _ratio(X: scipy.sparse.csr_matrix, data: np.ndarray, denom: np.ndarray) -> Any:
-    values = np.divide(data, denom, out=np.zeros_like(data), where=denom > 0)
-    return scipy.sparse.csr_matrix((values, X.indices, X.indptr), shape=X.shape)
+class _Entries:
+    """A block of counts with its stored entries' topic columns, for EM steps over it."""
+
+    def __init__(self, X: scipy.sparse.csr_matrix, phi: np.ndarray) -> None:
+        self.X, self.phi = X, phi
+        self.n, self.k = X.shape[0], phi.shape[0]
+        self.rows = np.repeat(np.arange(self.n), np.diff(X.indptr))
+        self.phi_t = np.ascontiguousarray(phi.T)
+        self.phi_e = self.phi_t[X.indices]  # (nnz, K)
+        # words no topic emits carry no information about the mixture: left out
+        self.data = np.where(self.phi_e.sum(axis=1) > 0, X.data, 0.0)
+        self.length = np.bincount(self.rows, weights=self.data, minlength=self.n)
+        self.live = self.length > 0
+
+    def take(self, rows: np.ndarray) -> _Entries:
+        """The same for the documents ``rows`` of the block only."""
+        return _Entries(self.X[rows], self.phi)
+
+    def uniform(self) -> np.ndarray:
+        return np.full((self.n, self.k), 1.0 / self.k)
+
+    def step(self, theta: np.ndarray) -> tuple[np.ndarray, scipy.sparse.csr_matrix, np.ndarray]:
+        """One EM step of the mixtures at fixed topics: (new theta, ratio, loglik at theta)."""
+        denom = np.einsum("ek,ek->e", theta[self.rows], self.phi_e)
+        values = np.divide(self.data, denom, out=np.zeros_like(self.data), where=denom > 0)
+        ratio = scipy.sparse.csr_matrix((values, self.X.indices, self.X.indptr), shape=self.X.shape)
+        new = theta * np.asarray(ratio @ self.phi_t)
+        new[self.live] /= self.length[self.live, None]
+        new[~self.live] = 1.0 / self.k  # an empty document keeps a uniform mixture
+        with np.errstate(divide="ignore"):
+            logp = np.where(self.data > 0, np.log(np.where(denom > 0, denom, 1.0)), 0.0)
+        loglik = np.bincount(self.rows, weights=self.data * logp, minlength=self.n)
+        return new, ratio, loglik
+
+
+def _checked(X: Any, topics: np.ndarray) -> scipy.sparse.csr_matrix:
+    X = check_counts(X, "PLSA (input X)")
+    if X.shape[1] != topics.shape[1]:
+        raise ValueError(
+            f"PLSASums: the block has {X.shape[1]} features, the topics {topics.shape[1]}"
+        )
+    return X
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -132,6 +172,7 @@ class PLSASums(Statistic):
     """
 
     accepts_sparse = True
+    carries_rows = True
     readouts: ClassVar[tuple[str, ...]] = ("topic_word", "loglik", "n_docs", "n_tokens")
 
     topic_word: np.ndarray
@@ -166,14 +207,49 @@ class PLSASums(Statistic):
         PLSASums
             The statistic of the block.
         """
-        X = check_counts(X, "PLSA (input X)")
-        if X.shape[1] != topics.shape[1]:
-            raise ValueError(
-                f"PLSASums: the block has {X.shape[1]} features, the topics {topics.shape[1]}"
-            )
+        X = _checked(X, topics)
         if sample_weight is not None:  # a document counted w times
             X = scipy.sparse.csr_matrix(scipy.sparse.diags(np.asarray(sample_weight)) @ X)
         theta, ratio, loglik = fold_in(X, topics)
+        return cls._summed(X, topics, theta, ratio, loglik)
+
+    @classmethod
+    def from_block_with_rows(
+        cls, X: Any, rows: np.ndarray | None, *, topics: np.ndarray
+    ) -> tuple[Self, np.ndarray]:
+        """One EM step over a block: its sums at its mixtures, and their new values.
+
+        Parameters
+        ----------
+        X : ndarray or scipy.sparse matrix of shape (n_rows, n_words)
+            Counts (documents x words).
+        rows : ndarray of shape (n_rows, n_topics) or None
+            The documents' mixtures ``P(topic | document)`` (uniform when None: the start).
+        topics : ndarray of shape (n_topics, n_words)
+            ``P(word | topic)``.
+
+        Returns
+        -------
+        stat : PLSASums
+            Expected topic-word counts and log-likelihood at ``(rows, topics)``.
+        new_rows : ndarray of shape (n_rows, n_topics)
+            The mixtures after the step (rows sum to 1; uniform for empty documents).
+        """
+        X = _checked(X, topics)
+        block = _Entries(X, topics)
+        theta = block.uniform() if rows is None else rows
+        if theta.shape != (block.n, block.k):
+            raise ValueError(
+                f"PLSASums: the block has {block.n} documents and {block.k} topics, its "
+                f"mixtures shape {theta.shape}"
+            )
+        new, ratio, loglik = block.step(theta)
+        return cls._summed(X, topics, theta, ratio, loglik), new
+
+    @classmethod
+    def _summed(
+        cls, X: Any, topics: np.ndarray, theta: np.ndarray, ratio: Any, loglik: np.ndarray
+    ) -> Self:
         topic_word = topics * np.asarray((ratio.T @ theta).T)
         return cls(topic_word, float(loglik.sum()), float(X.shape[0]), float(X.data.sum()))
 
