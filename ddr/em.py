@@ -8,7 +8,7 @@ and only this loop:
    posterior expectations summed, the sums tree-merged. The statistic also carries the
    log-likelihood of the data at those parameters (``stat.loglik``), for free. A model with
    per-row parameters (pLSA's document mixtures) updates them in the same pass, beside the
-   blocks (:func:`ddr.stats.engine.compute_with_rows`); they travel in the state's ``rows``.
+   blocks (:func:`ddr.stats.compute_with_rows`); they travel in the state's ``rows``.
 2. **M-step**, on the client: new parameters from the merged statistic (small arrays).
 3. Stop when the log-likelihood rose by less than ``tol * |loglik|`` (relative), or after
    ``max_iter`` iterations with a :class:`~sklearn.exceptions.ConvergenceWarning`.
@@ -44,9 +44,9 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from ddr.progress import Passes
-from ddr.stats import compute
+from ddr.stats import compute, compute_with_rows
 from ddr.stats.base import StatSpec
-from ddr.stats.engine import BlockRows, compute_with_rows
+from ddr.stats.engine import BlockRows
 
 __all__ = ["EMProblem", "EMState", "fit_em", "loglik_detail"]
 
@@ -90,7 +90,7 @@ class EMState(Generic[P]):
     rows : BlockRows, optional
         Per-row parameters, for a model whose E-step statistic ``carries_rows`` (pLSA's
         document mixtures): updated in each pass beside the blocks of X
-        (:func:`ddr.stats.engine.compute_with_rows`), None before the first.
+        (:func:`ddr.stats.compute_with_rows`), None before the first.
     """
 
     params: P

@@ -3,7 +3,7 @@
 The fit is :func:`ddr.em.fit_em` with the E-step statistic :class:`ddr.stats.PLSASums`:
 Hofmann's EM, one pass per iteration. Each block takes its documents' mixtures ``P(z | d)``
 from the previous pass, sums the expected topic-word counts and gives the mixtures' next
-values, which stay beside the block (``ddr.stats.engine.compute_with_rows``: n_documents x K
+values, which stay beside the block (``ddr.stats.compute_with_rows``: n_documents x K
 floats, on the workers for dask input); the M-step on the client normalises the sums into
 the new topics ``P(w | z)``. See ``ddr.stats.plsa_sums`` for the formulas.
 """

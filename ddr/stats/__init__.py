@@ -9,7 +9,7 @@ from ddr.stats.base import Statistic, StatSpec, merge_all, statistic_from_dict
 from ddr.stats.categorical import CategoricalCounts
 from ddr.stats.class_moments import ClassMoments
 from ddr.stats.class_sums import ClassSums
-from ddr.stats.engine import compute, lazy
+from ddr.stats.engine import BlockRows, compute, compute_with_rows, lazy
 from ddr.stats.gram_product import GramProduct
 from ddr.stats.histogram import Histogram
 from ddr.stats.moments import Moments
@@ -19,6 +19,7 @@ from ddr.stats.ppca_sums import PPCASums
 from ddr.stats.sketch import CentredProduct
 
 __all__ = [
+    "BlockRows",
     "CategoricalCounts",
     "CentredProduct",
     "ClassMoments",
@@ -32,6 +33,7 @@ __all__ = [
     "StatSpec",
     "Statistic",
     "compute",
+    "compute_with_rows",
     "lazy",
     "merge_all",
     "statistic_from_dict",

@@ -32,7 +32,7 @@ class Statistic(abc.ABC):
     blocks (the engine refuses sparse input for statistics that do not); ``carries_rows``
     whether it also has ``from_block_with_rows(X, rows, **options) -> (stat, new_rows)``,
     a step that reads and updates per-row parameters kept between passes
-    (:func:`ddr.stats.engine.compute_with_rows`).
+    (:func:`ddr.stats.compute_with_rows`).
     """
 
     needs_labels: ClassVar[bool] = False

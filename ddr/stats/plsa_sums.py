@@ -13,7 +13,7 @@ step, at the current ``(theta, phi)``, gives every stored count its posterior ov
 with the log-likelihood ``sum_d sum_w n(d, w) log P(w | d)`` at the step's start. The mixtures
 are per-row parameters, as many as there are documents: :meth:`PLSASums.from_block_with_rows`
 takes a block's mixtures and returns the new ones beside the block's sums, and the engine
-(:func:`ddr.stats.engine.compute_with_rows`) keeps them between passes next to the blocks of
+(:func:`ddr.stats.compute_with_rows`) keeps them between passes next to the blocks of
 X. One pass is then one EM step, of cost O(nnz K): words a document does not hold cost
 nothing. EM never lowers the log-likelihood.
 
