@@ -180,3 +180,25 @@ def test_an_array_where_a_csr_group_is_expected(tmp_path):
     zarr.create_array(str(tmp_path / "a.zarr"), shape=(3,), dtype="f8")
     with pytest.raises(ValueError, match="this is an array, not a group of data, indices"):
         open_csr(tmp_path / "a.zarr")
+
+
+@pytest.mark.parametrize("chunk_rows", [None, 1, 37, 120])
+def test_a_pass_reads_every_stored_chunk_once_whatever_the_blocks(tmp_path, chunk_rows):
+    """Blocks that do not align with the chunks of data, indices and indptr: each chunk is
+    read by one task and shared, so a pass reads the stored bytes once (counted through the
+    pipeline's counting store, as a run's summary counts them)."""
+    from ddr.io.csr import csr_blocks
+    from ddr.pipeline._counting import CountingStore, counted_call, read_counts, stored_bytes
+
+    X = _matrix(n=500, d=30, density=0.2)
+    _write(tmp_path / "w.zarr", X, chunk_nnz=128, blocks=(1, 200, 0, 299))
+    store = CountingStore(tmp_path / "w.zarr", read_only=True)
+    group = zarr.open_group(store=store, path="X", mode="r")
+    blocks = csr_blocks(group, "w.zarr/X", chunk_rows, read=counted_call)
+    before = read_counts()
+    with dask.config.set(scheduler="threads"):
+        got = scipy.sparse.vstack(dask.compute(*blocks.to_delayed().ravel()))
+    after = read_counts()
+    assert (got != X).nnz == 0
+    read = sum(v - before.get(k, 0) for k, v in after.items() if "::X/" in k)
+    assert read == stored_bytes(tmp_path / "w.zarr", "X")

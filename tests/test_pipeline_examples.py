@@ -78,13 +78,6 @@ def local_dir(data, tmp_path_factory):
     return d
 
 
-#: pipelines whose input reads the run's pass tally does not see yet, and why
-UNCOUNTED_READS = {
-    "lsa-plsa": "the CSR reader's block tasks (ddr.io.csr) do not publish to the read tally "
-    "(ddr.pipeline._counting.ReadTally) yet: the summary has no passes for a CSR input",
-}
-
-
 @pytest.mark.parametrize("name", NAMES)
 def test_pipeline_runs_on_a_local_cluster(name, local_dir, monkeypatch, client):
     monkeypatch.chdir(local_dir)
@@ -96,8 +89,7 @@ def test_pipeline_runs_on_a_local_cluster(name, local_dir, monkeypatch, client):
     assert summary.dashboard is None or summary.dashboard.startswith("http")
     _outputs_complete(plan)
     # the workers' reads are counted too
-    if name not in UNCOUNTED_READS:
-        assert summary.passes and all(v > 0 for v in summary.passes.values())
+    assert summary.passes and all(v > 0 for v in summary.passes.values())
     if report is not None and importlib.util.find_spec("bokeh") is not None:
         assert report.stat().st_size > 10_000  # the dask performance report (HTML)
 

@@ -36,6 +36,7 @@ __all__ = [
     "CountingWrapper",
     "ReadTally",
     "count_key",
+    "counted_call",
     "counted_getter",
     "install_tally",
     "local_counts",
@@ -165,10 +166,16 @@ def counted_getter(a: Any, b: Any, asarray: bool = True, lock: Any = None) -> An
     published to the scheduler's tally on a worker, or counted in this process elsewhere."""
     from dask.array.core import getter_nofancy
 
+    return counted_call(getter_nofancy, a, b, asarray=asarray, lock=lock)
+
+
+def counted_call(read: Any, *args: Any, **kwargs: Any) -> Any:
+    """``read(*args, **kwargs)``, a task that reads a counted input (a block of rows), with
+    the bytes it reads published as :func:`counted_getter`'s are."""
     reading: dict[str, int] = {}
     token = _READING.set(reading)
     try:
-        return getter_nofancy(a, b, asarray=asarray, lock=lock)
+        return read(*args, **kwargs)
     finally:
         _READING.reset(token)
         if reading:

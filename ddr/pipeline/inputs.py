@@ -156,15 +156,13 @@ def _counted(arr: Any, loc: Location, name: str | None) -> tuple[Any, str, int] 
     import zarr
 
     from ddr.io.zarr_chunks import from_zarr
-    from ddr.pipeline._counting import (
-        CountingStore,
-        CountingWrapper,
-        counted_getter,
-        stored_bytes,
-    )
+    from ddr.pipeline._counting import counted_getter, stored_bytes
+    from ddr.stats._input import has_sparse_blocks
 
     if not isinstance(arr.data, da.Array) or not loc.is_zarr():
         return None
+    if has_sparse_blocks(arr.data):
+        return _counted_csr(arr, loc, name)
     enc = arr.encoding
     if "scale_factor" in enc or "add_offset" in enc:
         return None
@@ -172,12 +170,7 @@ def _counted(arr: Any, loc: Location, name: str | None) -> tuple[Any, str, int] 
     if fill is not None and not (isinstance(fill, float) and math.isnan(fill)):
         return None
     try:
-        if loc.is_local:
-            store = CountingStore(loc.path, read_only=True)
-            root = str(store.root)
-        else:
-            store = CountingWrapper(loc.store(), loc.url)
-            root = loc.url
+        store, root = _counting_store(loc)
         z = zarr.open_array(store=store, path=name or "", mode="r")
     except Exception:
         return None
@@ -189,6 +182,36 @@ def _counted(arr: Any, loc: Location, name: str | None) -> tuple[Any, str, int] 
     data = from_zarr(z, chunks=_chunks_for(arr, dims_stored), getitem=counted_getter)
     counted = arr.transpose(*dims_stored).copy(data=data).transpose(*arr.dims)
     return counted, root, stored_bytes(loc, name or "")
+
+
+def _counting_store(loc: Location) -> tuple[Any, str]:
+    """A store that counts the chunk bytes read from ``loc``, and its count root."""
+    from ddr.pipeline._counting import CountingStore, CountingWrapper
+
+    if loc.is_local:
+        store = CountingStore(loc.path, read_only=True)
+        return store, str(store.root)
+    return CountingWrapper(loc.store(), loc.url), loc.url
+
+
+def _counted_csr(arr: Any, loc: Location, name: str | None) -> tuple[Any, str, int] | None:
+    """A CSR group's row blocks (``ddr.io.csr``) read through a counting store, each block
+    task publishing its bytes (the ``data``, ``indices`` and ``indptr`` chunks it reads)."""
+    import zarr
+
+    from ddr.io.csr import csr_blocks
+    from ddr.pipeline._counting import counted_call, stored_bytes
+
+    try:
+        store, root = _counting_store(loc)
+        group = zarr.open_group(store=store, path=name or "", mode="r")
+        where = loc.url if name is None else f"{loc.url}/{name}"
+        data = csr_blocks(group, where, arr.data.chunks[0][0], read=counted_call)
+    except Exception:
+        return None
+    if data.chunks != arr.data.chunks:
+        return None
+    return arr.copy(data=data), root, stored_bytes(loc, name or "")
 
 
 def _stored_dims(z: Any, arr: Any) -> tuple[str, ...] | None:

@@ -187,7 +187,11 @@ class _Runner(OutputWriter):
             if inp.store_root is None or not inp.stored_bytes:
                 continue
             key = count_key(inp.store_root, inp.spec.array or "")
-            delta = after.get(key, 0) - before.get(key, 0)
+            # a CSR group's reads are those of its arrays (data, indices, indptr)
+            inside = key if key.endswith("::") else key + "/"
+            delta = sum(
+                after[k] - before.get(k, 0) for k in after if k == key or k.startswith(inside)
+            )
             if delta:
                 out[label] = round(delta / inp.stored_bytes, 3)
         return out
