@@ -5,9 +5,9 @@ A counts corpus of N documents x 20 000 words (``ddr demo-data --kind counts`` i
 about 100 tokens a document), then on a LocalCluster of N_WORKERS single-thread workers: the
 CSR read floor (dask's sum of ``data``, ``indices``, ``indptr``), ddr's CSR reader pass and
 TruncatedSVD (k=10, n_iter=5: 6 passes) twice each, PLSA (3 EM iterations, one pass each)
-beside a floor run, PLSA's folding-in of the first 100 000 documents, and scikit-learn's
+beside a floor run, PLSA's folding-in of 10 000 documents per worker, and scikit-learn's
 in-memory randomized TruncatedSVD (one process).
-Prints one line per measurement (``benchmarks/results/sparse.md`` keeps the last run)."""
+Prints one line per measurement (``benchmarks/results/sparse-at-scale.md`` keeps the runs)."""
 
 import sys
 import time
@@ -85,11 +85,11 @@ def main() -> None:
             f"{p / PLSA_ITER:.2f} s a pass (x{p / PLSA_ITER / f:.2f} of the floor, {f:.2f} s)",
             flush=True,
         )
-        m = 100_000
+        m = 10_000 * workers  # a block of 10 000 documents per worker
         t0 = time.perf_counter()
-        plsa.transform(X[:m]).compute()
+        plsa.transform(ddr.io.open_csr(path, "X", chunk_rows=10_000)[:m]).compute()
         print(
-            f"PLSA transform (folding-in) of the first {m} documents: "
+            f"PLSA transform (folding-in) of the first {m} documents, {workers} blocks: "
             f"{time.perf_counter() - t0:.2f} s",
             flush=True,
         )

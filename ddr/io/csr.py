@@ -21,6 +21,7 @@ so paths and URLs alike.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import os
@@ -157,20 +158,31 @@ def _read_chunk(arr: Any, start: int, stop: int) -> np.ndarray:
     return np.asarray(arr[start:stop])
 
 
+def _gather(arr: Any, first: int, last: int, begins: list[int], parts: list[Any]) -> np.ndarray:
+    """Elements ``[first, last)`` of a 1-D array from ``parts`` in order: each a chunk a
+    shared task read (an array starting at element ``begins[i]``) or a ``slice`` of ``arr``
+    to read here."""
+    pieces = []
+    for begin, part in zip(begins, parts, strict=True):
+        values = _read_chunk(arr, part.start, part.stop) if isinstance(part, slice) else part
+        pieces.append(values[max(first, begin) - begin : min(last, begin + len(values)) - begin])
+    return np.concatenate(pieces) if pieces else np.zeros(0, dtype=arr.dtype)
+
+
 def _assemble(
     src: _Source,
     start: int,
     stop: int,
-    ptr_from: int,
-    ptr_parts: list[np.ndarray],
-    val_from: int,
-    data_parts: list[np.ndarray],
-    index_parts: list[np.ndarray],
+    lo: int,
+    hi: int,
+    ptr_parts: list[Any],
+    value_parts: list[Any],
+    index_parts: list[Any],
 ) -> scipy.sparse.csr_matrix:
-    """Rows ``[start, stop)`` as a CSR matrix from the chunks that hold them (``ptr_parts``
-    of ``indptr`` from element ``ptr_from``, ``data_parts``/``index_parts`` from value
-    ``val_from``), checked as they are read."""
-    ptr = np.concatenate(ptr_parts)[start - ptr_from : stop + 1 - ptr_from].astype(np.int64)
+    """Rows ``[start, stop)`` as a CSR matrix, their values expected at ``[lo, hi)``, from the
+    parts of ``indptr``, ``data`` and ``indices`` that hold them (see :func:`_gather`),
+    checked as they are read."""
+    ptr = _gather(src.indptr, start, stop + 1, *ptr_parts).astype(np.int64)
     step = np.diff(ptr)
     if (step < 0).any():
         row = start + int(np.flatnonzero(step < 0)[0])
@@ -179,26 +191,20 @@ def _assemble(
             f"'indptr' decreases at row {row} ({ptr[row - start]} then "
             f"{ptr[row - start + 1]}); offsets must never decrease",
         )
-    lo, hi = int(ptr[0]), int(ptr[-1])
-    if lo < 0 or hi > src.nnz:
+    if ptr[0] < 0 or ptr[-1] > src.nnz:
         raise _fail(
             src.where, f"'indptr' for rows {start}..{stop} points outside data (0..{src.nnz})"
         )
-    n_values = sum(len(p) for p in data_parts)
-    if lo < val_from or hi > val_from + n_values:  # the offsets changed since the graph
+    if ptr[0] != lo or ptr[-1] != hi:  # not what the graph was made from
         raise _fail(src.where, f"'indptr' for rows {start}..{stop} changed while it was read")
-    if n_values:
-        cols = np.concatenate(index_parts)[lo - val_from : hi - val_from]
-        values = np.concatenate(data_parts)[lo - val_from : hi - val_from]
-    else:
-        cols = np.zeros(0, dtype=src.indices.dtype)
-        values = np.zeros(0, dtype=src.data.dtype)
+    cols = _gather(src.indices, lo, hi, *index_parts)
     if cols.size and (cols.min() < 0 or cols.max() >= src.n_cols):
         bad = cols[(cols < 0) | (cols >= src.n_cols)][:3].tolist()
         raise _fail(
             src.where,
             f"column indices {bad} in rows {start}..{stop} lie outside [0, n_cols={src.n_cols})",
         )
+    values = _gather(src.data, lo, hi, *value_parts)
     return scipy.sparse.csr_matrix((values, cols, ptr - lo), shape=(stop - start, src.n_cols))
 
 
@@ -228,12 +234,13 @@ def csr_blocks(
 ) -> da.Array:
     """The dask array of CSR row blocks of an opened CSR group (see :func:`open_csr`).
 
-    One task per stored chunk (or shard) of ``data``, ``indices`` and ``indptr`` reads it,
-    and each row block is assembled from the chunks that hold its rows: a chunk two blocks
-    share is read once, so a pass reads every stored byte once whatever the blocks. The
-    offsets at the block bounds are read on the client when the graph is made. ``read``,
-    when given, runs each chunk read as ``read(_read_chunk, array, start, stop)`` (the
-    pipeline's counted reads: ``ddr.pipeline._counting.counted_call``).
+    Each block task reads the chunks (or shards) of ``indptr``, ``data`` and ``indices`` that
+    only it needs; a chunk that two blocks share is read once by a task of its own and handed
+    to both. So a pass reads every stored byte once whatever the blocks, and moves between
+    workers only the shared chunks (about one per block). The offsets at the block bounds are
+    read on the client when the graph is made. ``read``, when given, runs every reading task
+    as ``read(function, *args)`` (the pipeline's counted reads:
+    ``ddr.pipeline._counting.counted_call``).
     """
     src, (n_rows, n_cols), dtype = open_csr_group(group, where)
     if chunk_rows is not None and (isinstance(chunk_rows, bool) or int(chunk_rows) < 1):
@@ -244,34 +251,64 @@ def csr_blocks(
     offsets = _offsets_at(src, bounds)
     token = tokenize(src, rows, read)
     name = f"ddr-csr-{token}"
+    spans = list(itertools.pairwise(bounds))
+    # the elements of each array each block needs: [rows + 1] of indptr, [values) of the rest
+    needs = {
+        "indptr": (src.indptr, [(s, e + 1) for s, e in spans]),
+        "data": (src.data, [(int(lo), int(hi)) for lo, hi in itertools.pairwise(offsets)]),
+    }
+    needs["indices"] = (src.indices, needs["data"][1])
     layer: dict[Any, Any] = {}
-
-    def chunks_of(arr: Any, label: str, first: int, last: int) -> tuple[int, list[Any]]:
-        """The chunk tasks of ``arr`` holding elements ``[first, last)``; the first's start."""
-        size, total = _chunk_len(arr), int(arr.shape[0])
-        if last <= first:
-            return first, []
-        keys = []
-        for j in range(first // size, (last - 1) // size + 1):
-            key = (f"ddr-csr-{label}-{token}", j)
-            if key not in layer:
-                task = (_read_chunk, arr, j * size, min((j + 1) * size, total))
-                layer[key] = task if read is None else (read, *task)
-            keys.append(key)
-        return (first // size) * size, keys
-
-    for i, (s, e) in enumerate(itertools.pairwise(bounds)):
-        ptr_from, ptr_keys = chunks_of(src.indptr, "indptr", s, e + 1)
-        lo, hi = int(offsets[i]), int(offsets[i + 1])
-        val_from, data_keys = chunks_of(src.data, "data", lo, hi)
-        _, index_keys = chunks_of(src.indices, "indices", lo, hi)
-        layer[(name, i, 0)] = (
-            _assemble, src, s, e, ptr_from, ptr_keys, val_from, data_keys, index_keys,
-        )  # fmt: skip
+    parts: dict[str, list[list[Any]]] = {}
+    for label, (arr, ranges) in needs.items():
+        parts[label] = _parts(arr, ranges, f"ddr-csr-{label}-{token}", layer, read)
+    for i, (s, e) in enumerate(spans):
+        task = (_assemble, src, s, e, int(offsets[i]), int(offsets[i + 1]),
+                parts["indptr"][i], parts["data"][i], parts["indices"][i])  # fmt: skip
+        layer[(name, i, 0)] = task if read is None else (read, *task)
     chunks = (tuple(e - s for s, e in itertools.pairwise(bounds)), (n_cols,))
     meta = scipy.sparse.csr_matrix((0, 0), dtype=dtype)
     graph = HighLevelGraph.from_collections(name, layer, dependencies=())
     return da.Array(graph, name, chunks, meta=meta)
+
+
+def _parts(
+    arr: Any,
+    ranges: list[tuple[int, int]],
+    label: str,
+    layer: dict[Any, Any],
+    read: Callable[..., Any] | None,
+) -> list[list[Any]]:
+    """For each block's element range of ``arr``, what :func:`_gather` takes: a chunk that
+    several blocks need is read once by a task of its own (added to ``layer``) and handed to
+    each; the chunks only one block needs are read by that block, as one slice per run."""
+    size, total = _chunk_len(arr), int(arr.shape[0])
+    users = collections.Counter(
+        j
+        for first, last in ranges
+        if last > first
+        for j in range(first // size, (last - 1) // size + 1)
+    )
+    out = []
+    for first, last in ranges:
+        begins: list[int] = []
+        items: list[Any] = []
+        for j in range(first // size, (last - 1) // size + 1) if last > first else ():
+            lo, hi = max(first, j * size), min(last, (j + 1) * size, total)
+            if users[j] > 1:
+                key = (label, j)
+                if key not in layer:
+                    task = (_read_chunk, arr, j * size, min((j + 1) * size, total))
+                    layer[key] = task if read is None else (read, *task)
+                begins.append(j * size)
+                items.append(key)
+            elif items and isinstance(items[-1], slice) and items[-1].stop == lo:
+                items[-1] = slice(items[-1].start, hi)  # one read for a run of chunks
+            else:
+                begins.append(lo)
+                items.append(slice(lo, hi))
+        out.append([begins, items])  # lists: dask substitutes the chunk keys in them
+    return out
 
 
 def open_csr(
