@@ -15,6 +15,7 @@ from collections.abc import Hashable
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
+import dask
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_random_state
@@ -41,10 +42,17 @@ def _loglik_block(X: Any, topics: np.ndarray) -> np.ndarray:
 
 
 class _EMProblem:
-    """pLSA for :func:`ddr.em.fit_em`: the parameters are the topics (K x V)."""
+    """pLSA for :func:`ddr.em.fit_em`: the parameters are the topics (K x V).
+
+    For dask input the topics go into the graph once (a ``dask.delayed`` value each worker
+    fetches once), not into every block's task: K x V floats times thousands of blocks.
+    """
+
+    def __init__(self, lazy: bool) -> None:
+        self.lazy = lazy
 
     def statistic(self, topics: np.ndarray) -> Any:
-        return PLSASums.spec(topics=topics)
+        return PLSASums.spec(topics=dask.delayed(topics, pure=True) if self.lazy else topics)
 
     def m_step(self, sums: PLSASums, topics: np.ndarray) -> np.ndarray:
         if sums.n_tokens <= 0:
@@ -169,7 +177,7 @@ class PLSA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
             start = rng.dirichlet(np.ones(d), size=k)
             state = fit_em(
                 rows.data,
-                _EMProblem(),
+                _EMProblem(rows.is_lazy),
                 EMState(start),
                 tol=self.tol,
                 max_iter=self.max_iter,
