@@ -217,9 +217,12 @@ def test_claims_are_released_on_failure_and_on_ctrl_c(here):
     assert failing.wait(timeout=300) == 1, _err(here, "fail")
     assert "run failed" in _err(here, "fail")
     assert _claims_left(out) == []
-    slow = _ddr(here, ["--set", f"out={out}"], "int", delay=1.0)
+    # slow enough (about 3 s a chunk, two passes) that a loaded machine still interrupts it
+    # mid-run: with 1 s a chunk, a run on a machine at load 10 once finished before the signal
+    slow = _ddr(here, ["--set", f"out={out}"], "int", delay=3.0)
     claim = resolve(out).joinpath("scores.zarr" + CLAIM_SUFFIX)
     _wait_for(claim.exists, 120, "the run to claim its outputs", slow, here)
+    assert slow.poll() is None, "the run ended before it was interrupted: nothing was tested"
     slow.send_signal(signal.SIGINT)
     assert slow.wait(timeout=300) == 130, _err(here, "int")
     assert _claims_left(out) == []
