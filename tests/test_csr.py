@@ -202,3 +202,66 @@ def test_a_pass_reads_every_stored_chunk_once_whatever_the_blocks(tmp_path, chun
     assert (got != X).nnz == 0
     read = sum(v - before.get(k, 0) for k, v in after.items() if "::X/" in k)
     assert read == stored_bytes(tmp_path / "w.zarr", "X")
+
+
+def _counted_pass(path, **kwargs):
+    """One pass (every block, on threads) over the CSR group ``X`` at ``path`` read through
+    the pipeline's counting store: the blocks, the matrix, the chunk bytes read, the bytes
+    stored."""
+    from ddr.io.csr import csr_blocks
+    from ddr.pipeline._counting import CountingStore, counted_call, read_counts, stored_bytes
+
+    store = CountingStore(path, read_only=True)
+    blocks = csr_blocks(zarr.open_group(store=store, path="X", mode="r"), "X", read=counted_call,
+                        **kwargs)  # fmt: skip
+    before = read_counts()
+    with dask.config.set(scheduler="threads"):
+        got = blocks.compute()
+    read = sum(v - before.get(k, 0) for k, v in read_counts().items() if "::X/" in k)
+    return blocks, got, read, stored_bytes(path, "X")
+
+
+@pytest.mark.parametrize(
+    ("spec", "chunk_rows"),
+    [
+        (CountsSpec(n_samples=3000, n_features=200, n_topics=4, doc_length=40), None),
+        (CountsSpec(n_samples=800, n_features=60, n_topics=3, doc_length=60, chunk_rows=200,
+                    seed=1), None),  # the examples' corpus
+        (CountsSpec(n_samples=3000, n_features=200, n_topics=4, doc_length=40), 77),
+    ],
+)  # fmt: skip
+def test_a_pass_over_a_demo_corpus_reads_its_stored_bytes_once(tmp_path, spec, chunk_rows):
+    write_counts_data(tmp_path / "c.zarr", spec)
+    stored = zarr.open_group(str(tmp_path / "c.zarr"), mode="r")["X"]
+    blocks, got, read, n_bytes = _counted_pass(tmp_path / "c.zarr", chunk_rows=chunk_rows)
+    assert read == n_bytes and len(blocks.chunks[0]) >= 8
+    truth = scipy.sparse.csr_matrix(
+        (stored["data"][:], stored["indices"][:], stored["indptr"][:]), shape=got.shape
+    )
+    assert (got != truth).nnz == 0
+
+
+def test_chunks_of_other_sizes_in_each_array_are_read_once(tmp_path):
+    """data, indices and indptr chunked differently (indptr in several chunks), as other
+    writers may store them."""
+    X = _matrix(n=2000, d=50, density=0.2)
+    g = zarr.open_group(str(tmp_path / "s.zarr"), mode="w").create_group("X")
+    g.attrs.update({"encoding-type": "csr_matrix", "encoding-version": "0.1.0",
+                    "shape": list(X.shape)})  # fmt: skip
+    for name, values, chunk in (("data", X.data, 1000), ("indices", X.indices, 700),
+                                ("indptr", X.indptr.astype(np.int64), 300)):  # fmt: skip
+        g.create_array(name, shape=values.shape, dtype=values.dtype, chunks=(chunk,))[:] = values
+    _, got, read, n_bytes = _counted_pass(tmp_path / "s.zarr")
+    assert read == n_bytes and (got != X).nnz == 0
+
+
+@pytest.mark.parametrize("part", ["data", "indices", "indptr"])
+def test_a_corrupt_chunk_names_its_array_and_key(tmp_path, part):
+    from ddr.io import CorruptChunkError
+
+    spec = CountsSpec(n_samples=3000, n_features=200, n_topics=4, doc_length=40)
+    write_counts_data(tmp_path / "c.zarr", spec)
+    blocks = open_csr(tmp_path / "c.zarr", "X")
+    (tmp_path / f"c.zarr/X/{part}/c/0").write_bytes(b"not zstd at all")
+    with pytest.raises(CorruptChunkError, match=rf"chunk c/0 of .*c.zarr/X/{part} is corrupt"):
+        blocks.compute(scheduler="threads")

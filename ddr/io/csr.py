@@ -15,8 +15,10 @@ never decrease and stay inside ``data``, column indices inside ``[0, n_cols)``).
 chunk of ``indptr``, ``data`` and ``indices`` is read by one task, and a row block is
 assembled from the chunks that hold its rows (the offsets at the block bounds are read on
 the client when the graph is made, to know which): one pass reads every stored byte once,
-whether or not blocks and chunks align. Groups are opened through :mod:`ddr.io.locations`,
-so paths and URLs alike.
+whether or not blocks and chunks align. Chunks are read through
+:class:`ddr.io.zarr_chunks.StoredChunks`, so a chunk that does not decode raises
+:class:`ddr.io.CorruptChunkError` naming the array and the chunk's key. Groups are opened
+through :mod:`ddr.io.locations`, so paths and URLs alike.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ import scipy.sparse
 import zarr
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
+
+from ddr.io.zarr_chunks import StoredChunks
 
 __all__ = [
     "CSR_ENCODING",
@@ -72,12 +76,15 @@ def is_sparse_group(node: Any) -> bool:
 
 @dataclass(frozen=True)
 class _Source:
-    """The three arrays of a CSR group and what the block tasks check against (small and
-    picklable: the zarr arrays carry their store, not their data)."""
+    """The three arrays of a CSR group, read as :class:`~ddr.io.zarr_chunks.StoredChunks`
+    (a stored chunk read whole is decoded by ddr without a copy; one that does not decode
+    raises :class:`~ddr.io.CorruptChunkError` naming the array and the chunk's key), and
+    what the block tasks check against (small and picklable: the arrays carry their store,
+    not their data)."""
 
-    data: Any
-    indices: Any
-    indptr: Any
+    data: StoredChunks
+    indices: StoredChunks
+    indptr: StoredChunks
     n_cols: int
     nnz: int
     where: str
@@ -144,18 +151,20 @@ def open_csr_group(group: zarr.Group, where: str) -> tuple[_Source, tuple[int, i
             where,
             f"'indptr' runs from {first} to {last}; it must run from 0 to len(data) = {nnz}",
         )
-    return _Source(data, indices, indptr, int(n_cols), nnz, where), (n_rows, n_cols), data.dtype
+    parts = (StoredChunks(data), StoredChunks(indices), StoredChunks(indptr))
+    return _Source(*parts, int(n_cols), nnz, where), (n_rows, n_cols), data.dtype
 
 
-def _chunk_len(arr: Any) -> int:
+def _chunk_len(arr: StoredChunks) -> int:
     """Elements per read of a 1-D zarr array: its shard where it is sharded, else its chunk."""
-    shards = getattr(arr, "shards", None)
+    shards = getattr(arr.array, "shards", None)
     return int((shards or arr.chunks)[0])
 
 
-def _read_chunk(arr: Any, start: int, stop: int) -> np.ndarray:
-    """One stored chunk (or shard) of a 1-D array, ``arr[start:stop]``."""
-    return np.asarray(arr[start:stop])
+def _read_chunk(arr: StoredChunks, start: int, stop: int) -> np.ndarray:
+    """Elements ``[start, stop)`` of a 1-D array: one stored chunk (or shard), or a run of
+    them."""
+    return np.asarray(arr[(slice(start, stop),)])
 
 
 def _gather(arr: Any, first: int, last: int, begins: list[int], parts: list[Any]) -> np.ndarray:
@@ -221,7 +230,7 @@ def _offsets_at(src: _Source, rows: list[int]) -> np.ndarray:
     """``indptr`` at the block bounds, read on the client (the chunks of ``indptr`` that hold
     them, once), clipped into ``[0, nnz]`` and made non-decreasing so that the graph is
     well formed: the blocks check the real offsets when they read them."""
-    values = np.asarray(src.indptr.get_coordinate_selection(np.asarray(rows)), dtype=np.int64)
+    values = np.asarray(src.indptr.array.get_coordinate_selection(np.asarray(rows)), dtype=np.int64)
     return np.maximum.accumulate(np.clip(values, 0, src.nnz))
 
 
