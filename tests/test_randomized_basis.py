@@ -1,4 +1,5 @@
-"""The next Krylov block (``extend_basis``) and the sparse column moments of the first pass."""
+"""The next Krylov block (``extend_basis``) and the sparse column moments of the first pass
+(TruncatedSVD's first pass)."""
 
 from __future__ import annotations
 

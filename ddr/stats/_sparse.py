@@ -45,25 +45,17 @@ def column_moments(X: scipy.sparse.csr_matrix) -> tuple[float, np.ndarray, np.nd
     The implicit zeros count: ``sq_j = sum_stored (x - m_j)^2 + (n - nnz_j) m_j^2``, summed
     over stored values only, so the cost is O(nnz + d). The mean is corrected by the residual
     of the centred sums (as the dense statistics do), so the result is exact to round-off.
-    Each per-column sum is a sparse product with a vector of ones (scipy's compiled loop over
-    the shared index arrays; ``np.bincount`` would first copy the int32 indices to int64).
     """
     n, d = X.shape
     if n == 0:
         return 0.0, np.zeros(d), np.zeros(d)
-    ones = np.ones(n)
-
-    def column_sums(values: np.ndarray) -> np.ndarray:
-        by_row = scipy.sparse.csr_matrix((values, X.indices, X.indptr), shape=X.shape)
-        return np.asarray(by_row.T @ ones)
-
     data = np.asarray(X.data, dtype=np.float64)
-    nnz = column_sums(np.ones_like(data))
-    mean = column_sums(data) / n
+    nnz = np.bincount(X.indices, minlength=d).astype(np.float64)
+    mean = np.bincount(X.indices, weights=data, minlength=d) / n
     dev = data - mean[X.indices]
     zeros = n - nnz
-    resid = (column_sums(dev) - zeros * mean) / n
-    sq = column_sums(dev * dev) + zeros * mean * mean
+    resid = (np.bincount(X.indices, weights=dev, minlength=d) - zeros * mean) / n
+    sq = np.bincount(X.indices, weights=dev * dev, minlength=d) + zeros * mean * mean
     sq -= n * resid * resid
     return float(n), mean + resid, np.maximum(sq, 0.0)
 
