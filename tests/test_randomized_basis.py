@@ -1,5 +1,4 @@
-"""The next Krylov block (``extend_basis``) and the sparse column moments of the first pass
-(TruncatedSVD's first pass)."""
+"""The next Krylov block (``extend_basis``); the sparse column moments of TruncatedSVD's pass 1."""
 
 from __future__ import annotations
 
