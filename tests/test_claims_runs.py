@@ -82,8 +82,14 @@ def _ddr(here: Path, args: list[str], name: str, delay: float = 0.0) -> subproce
         return subprocess.Popen(
             [sys.executable, str(here / "slow_ddr.py"), "run", "claimed.yaml", "--cluster",
              "sync", "--no-progress", *args],
-            cwd=here, stdout=out, stderr=err, env=env,
+            cwd=here, stdout=out, stderr=err, env=env, preexec_fn=_default_sigint,
         )  # fmt: skip
+
+
+def _default_sigint() -> None:
+    """Ctrl-C's default in the run: a shell without job control starts background commands
+    (a CI script run with ``&``) with SIGINT ignored, and their children inherit that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _err(here: Path, name: str) -> str:
@@ -217,9 +223,7 @@ def test_claims_are_released_on_failure_and_on_ctrl_c(here):
     assert failing.wait(timeout=300) == 1, _err(here, "fail")
     assert "run failed" in _err(here, "fail")
     assert _claims_left(out) == []
-    # slow enough (about 3 s a chunk, two passes) that a loaded machine still interrupts it
-    # mid-run: with 1 s a chunk, a run on a machine at load 10 once finished before the signal
-    slow = _ddr(here, ["--set", f"out={out}"], "int", delay=3.0)
+    slow = _ddr(here, ["--set", f"out={out}"], "int", delay=1.0)
     claim = resolve(out).joinpath("scores.zarr" + CLAIM_SUFFIX)
     _wait_for(claim.exists, 120, "the run to claim its outputs", slow, here)
     assert slow.poll() is None, "the run ended before it was interrupted: nothing was tested"
