@@ -19,6 +19,7 @@ version, and a fence that holds while a write checks the claim and makes its cha
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import datetime as _dt
 import json
@@ -124,7 +125,7 @@ class ClaimRecord:
 
 
 # ------------------------------------------------------------------ claim files
-class _ClaimFile:
+class _ClaimFile(abc.ABC):
     """The record's storage: exclusive create, read with a version, replace and delete only
     at that version, and a fence that holds while a write checks and makes its change.
 
@@ -137,17 +138,21 @@ class _ClaimFile:
     def __init__(self, loc: Location) -> None:
         self.loc = loc
 
+    @abc.abstractmethod
     def create(self, data: bytes) -> str | None:
-        raise NotImplementedError  # pragma: no cover
+        """See the class docstring."""
 
+    @abc.abstractmethod
     def read(self) -> tuple[ClaimRecord | None, str | None]:
-        raise NotImplementedError  # pragma: no cover
+        """See the class docstring."""
 
+    @abc.abstractmethod
     def replace(self, data: bytes, version: str) -> str | None:
-        raise NotImplementedError  # pragma: no cover
+        """See the class docstring."""
 
+    @abc.abstractmethod
     def delete(self, version: str) -> bool:
-        raise NotImplementedError  # pragma: no cover
+        """See the class docstring."""
 
     def touch(self, data: bytes, version: str) -> str | None:
         """Renew the heartbeat (``data``: the record with the new one) at ``version``."""
