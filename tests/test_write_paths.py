@@ -237,3 +237,70 @@ def test_an_output_whose_claim_would_be_inside_an_input_is_refused(here, data):
         result.output
     ), result.output
     assert not (here / "odd").exists()
+
+
+@pytest.mark.parametrize(
+    ("link", "target", "kind", "path"),
+    [
+        # the case that deleted an input's chunks: the output is the input's own array
+        ("alias.zarr", "data.zarr", "zarr", "alias.zarr/X"),
+        ("alias.zarr", "data.zarr", "zarr", "alias.zarr/scores.zarr"),
+        ("alias.zarr", "data.zarr", "model", "alias.zarr/pca.zarr"),
+        ("alias.zarr", "data.zarr", "metrics", "alias.zarr/m.json"),
+        ("xlink", "data.zarr/X", "zarr", "xlink"),  # a link to the input array itself
+        ("outdir", ".", "zarr", "outdir/data.zarr"),  # a link that leads back here
+    ],
+)
+def test_output_paths_through_symbolic_links_refused(here, data, link, target, kind, path):
+    """Paths are compared where they lead: an output reached through a symbolic link into an
+    input is refused like the input's own path (default if_exists, no --force), and nothing
+    of the input is touched."""
+    (here / link).symlink_to(here / target)
+    src = {"zarr": "scores", "model": "pca", "metrics": "[pca.explained_variance_]"}[kind]
+    text = (
+        PIPELINE.split("outputs:")[0]
+        + f"outputs:\n  - {{kind: {kind}, from: {src}, path: {path}}}\n"
+    )
+    (here / "paths.yaml").write_text(text)
+    before = _digest(data)
+    for command in (["validate", "paths.yaml"], ["run", "paths.yaml", "--cluster", "sync"]):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 2, result.output
+        assert "(through a symbolic link: " in result.output, result.output
+        assert "outputs never overwrite inputs" in result.output, result.output
+    assert _digest(data) == before
+
+
+def test_run_files_through_a_symbolic_link_refused(here, data):
+    """The summary and its log, reached through a link into an input, are refused too."""
+    (here / "alias.zarr").symlink_to(here / "data.zarr")
+    before = _digest(data)
+    result = runner.invoke(
+        app, ["run", "paths.yaml", "--cluster", "sync", "--summary", "alias.zarr/run.json"]
+    )
+    assert result.exit_code == 2, result.output
+    line = next(x for x in result.output.splitlines() if "refusing to write" in x)
+    assert "(through a symbolic link: " in line and "the input X" in line, line
+    assert _digest(data) == before
+
+
+def test_a_bind_mounted_input_is_the_same_place(here, data, tmp_path_factory):
+    """A folder reached through a bind mount is compared by device and inode."""
+    import os
+    import subprocess
+
+    from ddr.io.locations import resolve
+
+    mnt = tmp_path_factory.mktemp("bind")
+    if os.geteuid() != 0:
+        pytest.skip("a bind mount needs root")
+    done = subprocess.run(["mount", "--bind", str(data), str(mnt)], capture_output=True)
+    if done.returncode:
+        pytest.skip(f"mount --bind failed: {done.stderr.decode().strip()}")
+    try:
+        inp = resolve(data / "data.zarr")
+        assert inp.contains(resolve(mnt / "data.zarr" / "scores.zarr"))
+        assert resolve(mnt / "data.zarr").overlaps(inp)
+        assert not inp.overlaps(resolve(mnt / "runinfo.log"))
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)

@@ -212,6 +212,32 @@ def _clean(body: str, text: str, *, keep_root: bool) -> str:
     return posixpath.join(*parts) if parts else ""
 
 
+def _prefix_contains(base: str, path: str) -> bool:
+    """Whether ``path`` is ``base`` or below it, as normalised strings."""
+    return path == base or path.startswith(base.rstrip("/") + "/")
+
+
+def _same_file_above(base: str, path: str) -> bool:
+    """Whether ``base`` (an existing local folder) is ``path`` or one of its existing
+    ancestors, compared by device and inode (bind mounts, hard-linked files)."""
+    try:
+        target = os.stat(base)
+    except OSError:
+        return False
+    probe = path
+    while True:
+        try:
+            st = os.stat(probe)
+        except OSError:
+            st = None
+        if st is not None and (st.st_dev, st.st_ino) == (target.st_dev, target.st_ino):
+            return True
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return False
+        probe = parent
+
+
 # -------------------------------------------------------------------------- location
 class Location:
     """A normalised local path or URL, with the options to reach it.
@@ -303,17 +329,39 @@ class Location:
         return Location(self.protocol, path, self.storage_options)
 
     def contains(self, other: Location) -> bool:
-        """Whether ``other`` is this location or lies inside it."""
+        """Whether ``other`` is this location or lies inside it.
+
+        Local paths are compared as the filesystem sees them, not as written: after
+        resolving symbolic links (``alias.zarr/X`` where ``alias.zarr`` links to ``in.zarr``
+        lies inside ``in.zarr``), and by device and inode, so that a folder reached through
+        a bind mount or a second mount of the same filesystem is the same folder.
+        """
         if not isinstance(other, Location) or self.protocol != other.protocol:
             return False
-        if self.path == other.path:
+        if _prefix_contains(self.path, other.path):
             return True
-        base = self.path.rstrip("/") + "/"
-        return other.path.startswith(base)
+        if self.protocol != "file":
+            return False
+        mine = os.path.realpath(self.path)
+        theirs = os.path.realpath(other.path)
+        if _prefix_contains(mine, theirs):
+            return True
+        return _same_file_above(mine, theirs)
 
     def overlaps(self, other: Location) -> bool:
         """Whether one of the two is, or lies inside, the other."""
         return self.contains(other) or other.contains(self)
+
+    @property
+    def link_note(self) -> str:
+        """For messages about a local path reached through a symbolic link: where it really
+        is, in parentheses (empty otherwise)."""
+        if self.protocol != "file":
+            return ""
+        real = os.path.realpath(self.path)
+        if real == self.path:
+            return ""
+        return f" (through a symbolic link: {Location('file', real, {}).shown})"
 
     def relative_to(self, other: Location) -> str:
         """This location's path below ``other`` (which must contain it)."""

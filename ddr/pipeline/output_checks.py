@@ -354,7 +354,7 @@ class OutputChecks:
                 )
                 self.problem(
                     where,
-                    f"the output {out.spec.path!r} {rel} the input "
+                    f"the output {out.spec.path!r}{out.location.link_note} {rel} the input "
                     f"{inp.shown!r}; outputs never overwrite inputs",
                 )
                 continue

@@ -143,7 +143,10 @@ def clash(
     for name, inp in inputs:
         if path.overlaps(inp):
             rel = "is" if path == inp else "is inside" if inp.contains(path) else "contains"
-            return f"{path.shown} {rel} the input {name} ({inp.shown}); inputs are never written"
+            return (
+                f"{path.shown}{path.link_note} {rel} the input {name} ({inp.shown}); inputs "
+                "are never written"
+            )
     for what, other in written:
         if path.overlaps(other):
             rel = "is" if path == other else "is inside" if other.contains(path) else "contains"
