@@ -9,6 +9,8 @@ The end-to-end tests with a paused ``ddr run`` process are in test_claims_runs.p
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
 import multiprocessing
@@ -168,6 +170,108 @@ def test_a_claim_with_an_old_heartbeat_is_taken_over(where, caplog):
     said = " ".join(r.getMessage() for r in caplog.records)
     assert "its last heartbeat is 100 s old (the claim times out after 30 s)" in said
     claim.release()
+
+
+def test_an_unreadable_claim_is_stale_after_a_bounded_time(where, caplog, monkeypatch):
+    """An empty claim file (what a full disk leaves) or one that is not a claim record is
+    waited for a bounded time (a run may be creating it), then taken over, said."""
+    monkeypatch.setattr(Claim, "UNREADABLE_AFTER", 0.5)
+    for i, content in enumerate([b"", b"\x00garbage{"]):
+        out = resolve(f"{where}/a{i}.zarr")
+        claim_location(out).write_bytes(content)
+        started = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="ddr.io.claims"):
+            with OutputClaims([out], timeout=4.0) as mine:  # wait=False: no waiting asked
+                record = json.loads(claim_location(out).read_bytes())
+                assert record["run"] == mine.run
+        assert 0.5 <= time.monotonic() - started < 10
+        said = " ".join(r.getMessage() for r in caplog.records)
+        assert f"taking over {out.shown} from an unreadable claim: it has not been a " in said
+        assert "readable claim record for 0.5 s (an empty or damaged file" in said, said
+        assert not _exists(out.url)
+
+
+def test_a_claim_that_cannot_be_written_is_not_left_behind(tmp_path):
+    """A full disk: creating the claim fails, and the empty file it began is removed, so
+    the next run is not stopped by it."""
+    full = _full_folder(tmp_path)
+    out = resolve(full / "scores.zarr")
+    with pytest.raises(OSError) as err:
+        OutputClaims([out]).acquire()
+    assert err.value.errno in (errno.ENOSPC, errno.EFBIG), err.value
+    assert not os.path.lexists(claim_location(out).path)
+
+
+def _full_folder(tmp_path):
+    """A folder on a file system with no space left: a small tmpfs filled up (needs root),
+    else skipped."""
+    import shutil
+
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("a full file system is a small tmpfs here, which needs root")
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True
+    )
+    if done.returncode:
+        pytest.skip(f"could not mount a tmpfs: {done.stderr.decode().strip()}")
+    _MOUNTS.append(mnt)
+    with contextlib.suppress(OSError), open(mnt / "filler", "wb") as fh:
+        while True:
+            fh.write(b"\0" * 4096)
+            fh.flush()
+    return mnt
+
+
+_MOUNTS: list = []
+
+
+@pytest.fixture(autouse=True)
+def _unmount():
+    yield
+    while _MOUNTS:
+        subprocess.run(["umount", "-l", str(_MOUNTS.pop())], check=False)
+
+
+def _hold_the_lock_paused(output: str, ready) -> None:  # in a separate process
+    """Take the claim, enter a write (its shared lock) and stop there (SIGSTOP)."""
+    import signal as _signal
+
+    claims = OutputClaims([resolve(output)], timeout=1.0)
+    claims.acquire()
+    with claims.get(resolve(output)).writing():
+        ready.set()
+        os.kill(os.getpid(), _signal.SIGSTOP)
+    claims.release()
+
+
+def test_a_paused_writer_holding_the_lock_is_named_not_waited_for(tmp_path):
+    """Run A stopped (SIGSTOP) in the middle of a write holds the claim's lock: its claim
+    goes stale, but a takeover would let A's write land in B's output, so B (even with
+    --wait) stops after a bounded time and names A's process and how to go on."""
+    import signal as _signal
+
+    out = str(tmp_path / "a.zarr")
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Event()
+    holder = ctx.Process(target=_hold_the_lock_paused, args=(out, ready))
+    holder.start()
+    try:
+        assert ready.wait(60)
+        time.sleep(0.5)
+        started = time.monotonic()
+        with pytest.raises(ClaimError) as err:
+            OutputClaims([resolve(out)], timeout=1.0, wait=True).acquire()
+        assert time.monotonic() - started < 15
+        text = str(err.value)
+        assert "went stale" in text and "cannot be taken over: a write into" in text, text
+        assert f"process {holder.pid} on this host holds its lock and is stopped" in text, text
+        assert f"kill -CONT {holder.pid}" in text
+    finally:
+        os.kill(holder.pid, _signal.SIGCONT)
+        holder.join(60)
+    assert holder.exitcode == 0
 
 
 def test_a_live_claim_elsewhere_is_not_taken_over(where):

@@ -37,8 +37,10 @@ __all__ = [
     "HOST",
     "ClaimLost",
     "ClaimRecord",
+    "LockHeld",
     "claim_file",
     "claim_location",
+    "lock_holders",
     "lost_message",
     "now_iso",
     "process_started",
@@ -193,9 +195,11 @@ class _LocalFile(_ClaimFile):
 
     needs_grace = False
 
-    def __init__(self, loc: Location) -> None:
+    def __init__(self, loc: Location, lock_limit: float | None = None) -> None:
         super().__init__(loc)
         self.path = loc.path
+        #: seconds an exclusive lock (a takeover, a release) waits for writes in flight
+        self.lock_limit = lock_limit
 
     def create(self, data: bytes) -> str | None:
         import fcntl
@@ -207,8 +211,14 @@ class _LocalFile(_ClaimFile):
             return None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            os.write(fd, data)
+            _write_all(fd, data)
             os.fsync(fd)
+        except BaseException:
+            # a claim that could not be written (a full disk) is nobody's: leaving it empty
+            # would make every later run wait for it
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            raise
         finally:
             os.close(fd)
         return _token_of(data)
@@ -225,7 +235,7 @@ class _LocalFile(_ClaimFile):
                 yield None
                 return
             try:
-                _flock(fd, mode, self.loc)
+                _flock(fd, mode, self.loc, self.lock_limit)
                 try:
                     current = os.stat(self.path).st_ino == os.fstat(fd).st_ino
                 except FileNotFoundError:
@@ -308,9 +318,78 @@ class _LocalFile(_ClaimFile):
             yield
 
 
-def _flock(fd: int, mode: int, loc: Location) -> None:
+def _write_all(fd: int, data: bytes) -> None:
+    """``os.write`` until all of ``data`` is written (a short write is not an error)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class LockHeld(TimeoutError):
+    """The exclusive lock of a claim file was not granted in time: a process holds the
+    shared lock of a write into the output and does not end it (paused, or hung)."""
+
+    def __init__(self, loc: Location, waited: float, holders: list[int]) -> None:
+        self.loc = loc
+        self.waited = waited
+        self.holders = holders
+        super().__init__(
+            f"a write into {loc.shown.removesuffix(CLAIM_SUFFIX)} has been in flight for "
+            f"{waited:.0f} s and has not ended: {_describe_holders(holders)}"
+        )
+
+
+def _describe_holders(pids: list[int]) -> str:
+    """The processes that hold a claim file's lock, with their state (a paused one says
+    how to go on)."""
+    import psutil
+
+    if not pids:
+        return "the process that holds its lock is not on this host"
+    said = []
+    for pid in pids:
+        try:
+            status = psutil.Process(pid).status()
+        except psutil.Error:
+            status = "gone"
+        if status == psutil.STATUS_STOPPED:
+            said.append(
+                f"process {pid} on this host holds its lock and is stopped (SIGSTOP or "
+                f"Ctrl-Z): continue it (kill -CONT {pid}) or end it"
+            )
+        else:
+            said.append(f"process {pid} on this host holds its lock ({status})")
+    return "; ".join(said)
+
+
+def lock_holders(path: str) -> list[int]:
+    """The pids that hold an ``flock`` on the file at ``path``, from Linux's
+    ``/proc/locks`` (empty elsewhere, or for a lock held on another NFS client)."""
+    try:
+        inode = os.stat(path).st_ino
+        with open("/proc/locks") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return []
+    pids = []
+    for line in lines:
+        # "1: FLOCK  ADVISORY  READ  4321 fd:01:1234567 0 EOF" (a blocked waiter: "1: -> ...")
+        parts = line.split()
+        if "->" in parts or len(parts) < 6 or parts[1] != "FLOCK":
+            continue
+        try:
+            pid, ino = int(parts[4]), int(parts[5].rsplit(":", 1)[1])
+        except (ValueError, IndexError):
+            continue
+        if ino == inode and pid != os.getpid() and pid not in pids:
+            pids.append(pid)
+    return pids
+
+
+def _flock(fd: int, mode: int, loc: Location, limit: float | None = None) -> None:
     """``flock(fd, mode)``; an exclusive lock that keeps waiting (for a write of a paused
-    or slow process, which holds the shared lock) is said every 10 s."""
+    or slow process, which holds the shared lock) is said every 10 s, and given up after
+    ``limit`` seconds (:class:`LockHeld`, naming the processes that hold it)."""
     import fcntl
 
     if mode != fcntl.LOCK_EX:
@@ -323,6 +402,8 @@ def _flock(fd: int, mode: int, loc: Location) -> None:
             return
         except BlockingIOError:
             now = time.monotonic()
+            if limit is not None and now - start >= limit:
+                raise LockHeld(loc, now - start, lock_holders(loc.path)) from None
             if now - report >= 10.0:
                 report = now
                 logger.info(
@@ -428,9 +509,11 @@ class _FsspecFile(_ClaimFile):
         return True
 
 
-def claim_file(loc: Location) -> _ClaimFile:
+def claim_file(loc: Location, lock_limit: float | None = None) -> _ClaimFile:
+    """The storage of the claim record at ``loc``; locally, a takeover or a release waits
+    at most ``lock_limit`` seconds for the writes in flight (:class:`LockHeld`)."""
     if loc.is_local:
-        return _LocalFile(loc)
+        return _LocalFile(loc, lock_limit)
     if loc.protocol == "s3":
         return _S3File(loc)
     return _FsspecFile(loc)

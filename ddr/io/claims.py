@@ -40,6 +40,7 @@ from ddr.io.claim_files import (
     HOST,
     ClaimLost,
     ClaimRecord,
+    LockHeld,
     claim_file,
     claim_location,
     lost_message,
@@ -125,7 +126,8 @@ class Claim:
         self.record: ClaimRecord | None = None
         self.version: str | None = None
         self.took_over: str | None = None  # the run whose stale claim this one replaced
-        self._file = claim_file(self.location)
+        # a takeover waits for the old holder's writes in flight at most one timeout more
+        self._file = claim_file(self.location, lock_limit=self.timeout)
 
     @property
     def ttl(self) -> float:
@@ -160,7 +162,13 @@ class Claim:
     # ------------------------------------------------------------------ taking
     def try_acquire(self) -> ClaimRecord | None:
         """Take the claim if it is free or stale (a takeover is logged); else return the
-        record of the run that holds it."""
+        record of the run that holds it.
+
+        A claim file that cannot be read as a record (empty, as a full disk leaves one, or
+        not a claim) is taken for one being created by another run for at most
+        :attr:`UNREADABLE_AFTER` seconds, then for a stale one.
+        """
+        unreadable_since: float | None = None
         while True:
             mine = self._new_record()
             version = self._file.create(mine.to_bytes())
@@ -169,25 +177,53 @@ class Claim:
                 return None
             other, version = self._file.read()
             if version is None:  # released meanwhile
+                unreadable_since = None
                 continue
-            if other is None:  # being created by another run
-                time.sleep(0.05)
-                other, version = self._file.read()
-                if other is None:
+            if other is None:
+                now = time.monotonic()
+                if unreadable_since is None:
+                    unreadable_since = now
+                if now - unreadable_since < self.UNREADABLE_AFTER:
+                    time.sleep(0.05)  # being created by another run
                     continue
+                why = (
+                    f"it has not been a readable claim record for {self.UNREADABLE_AFTER:g} s "
+                    "(an empty or damaged file, as a full disk or a crash while it was "
+                    "created leaves)"
+                )
+                if self._take_over(mine, version, "an unreadable claim", why):
+                    return None
+                unreadable_since = None
+                continue
+            unreadable_since = None
             why = other.stale()
             if why is None:
                 return other
-            version = self._file.replace(mine.to_bytes(), version)
-            if version is None:  # another run took it over first: look again
-                continue
-            self.record, self.version = mine, version
-            self.took_over = other.run
-            logger.warning("taking over %s from %s: %s", self.output.shown, other.describe(), why)
-            if self.grace:
-                # writes of the other run that checked its claim just before are done by then
-                time.sleep(self.grace)
-            return None
+            if self._take_over(mine, version, other.describe(), why):
+                self.took_over = other.run
+                return None
+
+    #: seconds a claim file that is not a readable record is waited for (its creator writes
+    #: it at once) before it is taken for stale
+    UNREADABLE_AFTER = 5.0
+
+    def _take_over(self, mine: ClaimRecord, version: str, whose: str, why: str) -> bool:
+        """Replace the claim at ``version`` by ``mine``; False if another run did first."""
+        try:
+            new_version = self._file.replace(mine.to_bytes(), version)
+        except LockHeld as exc:
+            raise ClaimError(
+                f"the claim of {self.output.shown} went stale ({whose}: {why}), but it "
+                f"cannot be taken over: {exc}"
+            ) from None
+        if new_version is None:
+            return False
+        self.record, self.version = mine, new_version
+        logger.warning("taking over %s from %s: %s", self.output.shown, whose, why)
+        if self.grace:
+            # writes of the other run that checked its claim just before are done by then
+            time.sleep(self.grace)
+        return True
 
     # -------------------------------------------------------------- keeping
     def heartbeat(self) -> bool:
