@@ -75,7 +75,7 @@ class ReadCounter:
     """Count the chunk bytes read in this process, through any Zarr LocalStore's ``get`` or
     from chunk files ddr's reader reads itself, by chunk file."""
 
-    _METADATA = ("zarr.json", ".zarray", ".zattrs", ".zgroup")
+    _METADATA = ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata")
 
     def __init__(self) -> None:
         self.bytes: dict[Path, int] = defaultdict(int)

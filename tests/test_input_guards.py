@@ -295,3 +295,42 @@ def test_a_deleted_chunk_on_s3_is_refused_by_name(s3, tmp_path, monkeypatch):
         f"p.yaml:4:{24 + len(url)}: input y: 1 of 3 chunks of array 'y' of '{url}'"
     ]
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.filterwarnings("ignore:Consolidated metadata is currently not part")
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_stale_consolidated_metadata_is_refused_naming_both(here, zarr_format):
+    """An interrupted append: the array's own metadata says 25 rows, the group's consolidated
+    copy 20 (rows 20-24 never written). Refused before reading, naming both documents, in
+    Python and in a pipeline; the fresh consolidated store is read as usual."""
+    from ddr.io import StaleConsolidatedMetadata
+
+    g = zarr.open_group(here / "d.zarr", mode="w", zarr_format=zarr_format)
+    x = g.create_array("X", shape=(20, 3), chunks=(5, 3), dtype="f8", fill_value=0.0)
+    x[...] = np.arange(60.0).reshape(20, 3)
+    zarr.consolidate_metadata(here / "d.zarr")
+    assert open_input("d.zarr", "X").shape == (20, 3)
+    own = zarr.open_array(zarr.storage.LocalStore(here / "d.zarr"), path="X", mode="r+")
+    own.resize((25, 3))  # the copy in the group still says (20, 3)
+    with pytest.raises(StaleConsolidatedMetadata) as info:
+        open_input("d.zarr", "X")
+    own_doc, copy_doc = (
+        ("X/.zarray", ".zmetadata") if zarr_format == 2 else ("X/zarr.json", "zarr.json")
+    )
+    assert info.value.fields[0] == "shape", info.value.fields
+    assert (
+        f"the array 'X' of 'd.zarr' has stale consolidated metadata: shape (25, 3) in its own "
+        f"metadata, (20, 3) in the consolidated copy ({own_doc} against {copy_doc})"
+    ) in str(info.value), str(info.value)
+    (here / "p.yaml").write_text(
+        "ddr: 1\nname: s\ninputs:\n  X: {path: d.zarr, array: X}\nsteps:\n"
+        "  m: {op: moments, inputs: {X: X}}\noutputs:\n"
+        "  - {kind: metrics, from: [m.count], path: out/m.json}\n"
+    )
+    with ReadCounter() as counter:
+        result = runner.invoke(app, ["run", "p.yaml", "--cluster", "sync"])
+    assert result.exit_code == 2, result.output
+    assert "p.yaml:4:" in result.output and "stale consolidated metadata" in result.output
+    assert not counter.bytes and not (here / "out").exists()
+    zarr.consolidate_metadata(here / "d.zarr")  # the copy made current again: read
+    assert open_input("d.zarr", "X", missing_chunks="fill").shape == (25, 3)

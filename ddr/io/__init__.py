@@ -1,7 +1,8 @@
 """Zarr and xarray inputs and outputs, and model persistence.
 
 - :func:`open_input`: a Zarr array or group member (v2/v3) or a netCDF variable, lazily;
-  missing chunks are refused (:class:`MissingChunksError`) unless ``missing_chunks="fill"``.
+  missing chunks are refused (:class:`MissingChunksError`) unless ``missing_chunks="fill"``,
+  and so is a group whose consolidated metadata is stale (:class:`StaleConsolidatedMetadata`).
 - :func:`from_zarr`: :func:`dask.array.from_zarr`, each chunk read and decoded once, no copy.
 - :func:`open_csr`: a CSR group (AnnData's layout) as a dask array of scipy.sparse row blocks.
 - :func:`write_zarr`: outputs that never look complete when they are not.
@@ -9,6 +10,7 @@
 - :func:`save_model` / :func:`load`: estimators to Zarr groups and back, no pickle.
 """
 
+from ddr.io.consolidated import StaleConsolidatedMetadata
 from ddr.io.csr import open_csr
 from ddr.io.inputs import describe_input, open_input, opened_inputs
 from ddr.io.models import load, save_model
@@ -28,6 +30,7 @@ __all__ = [
     "CorruptChunkError",
     "MissingChunksError",
     "PendingOutput",
+    "StaleConsolidatedMetadata",
     "check_not_input",
     "describe_input",
     "from_zarr",

@@ -9,6 +9,7 @@ never overwrites its own input. A Zarr array with chunks that are not stored is 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import warnings
@@ -20,6 +21,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from ddr.io.consolidated import check_consolidated
 from ddr.io.csr import csr_blocks, csr_feature_names, is_sparse_group
 from ddr.io.locations import Location, redact, resolve
 from ddr.io.stored_chunks import MissingChunks, check_chunks
@@ -175,6 +177,7 @@ def _open_zarr(
     store = loc.store(read_only=True)
     node = zarr.open(store=store, mode="r")
     if name is None and is_sparse_group(node):
+        _check_csr_consolidated(store, "", shown)
         return _from_csr_group(node, None, shown, loc.name.removesuffix(".zarr"), missing_chunks)
     if isinstance(node, zarr.Array):
         if name is not None:
@@ -195,11 +198,14 @@ def _open_zarr(
     parent_path, _, leaf = name.rpartition("/")
     parent = node[parent_path] if parent_path else node
     if is_sparse_group(target):
+        _check_csr_consolidated(store, name, shown)
         return _from_csr_group(target, parent, f"{shown}/{name}", leaf, missing_chunks)
     if isinstance(target, zarr.Group):
         raise ValueError(
             f"{name!r} in {shown!r} is a group, not an array; arrays in it: {_list_arrays(target)}"
         )
+    check_consolidated(store, name, repr(shown))
+    target = zarr.open_array(store=store, path=name, mode="r")  # its own metadata
     check_chunks(target, f"array {name!r} of {shown!r}", missing_chunks)
     if all(_has_dim_names(a) for _, a in parent.arrays()):
         # an xarray Dataset: open through xarray for its coordinates and CF decoding
@@ -214,6 +220,14 @@ def _open_zarr(
             )
         return ds[leaf]
     return _from_zarr_array(target, leaf)
+
+
+def _check_csr_consolidated(store: Any, name: str, shown: str) -> None:
+    """:func:`check_consolidated` for the arrays of the CSR group at ``name``."""
+    for part in ("data", "indices", "indptr"):
+        path = f"{name}/{part}" if name else part
+        with contextlib.suppress(FileNotFoundError, KeyError, zarr.errors.ArrayNotFoundError):
+            check_consolidated(store, path, repr(shown))
 
 
 def _unrelated(group: zarr.Group, leaf: str) -> list[str]:
