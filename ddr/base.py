@@ -149,8 +149,13 @@ class DDRMixin:
     # ------------------------------------------------------------- parameters
     def _validate_params(self) -> None:
         """Check every parameter against ``_parameter_constraints`` (scikit-learn's
-        machinery, ``InvalidParameterError`` naming the parameter), then their combination."""
-        super()._validate_params()  # type: ignore[misc]
+        machinery, ``InvalidParameterError`` naming the parameter; a bool is not a number:
+        :func:`ddr._params.validate_parameters`), then their combination."""
+        from ddr._params import validate_parameters
+
+        validate_parameters(
+            self._parameter_constraints, self.get_params(deep=False), type(self).__name__
+        )
         self._check_param_combination()
 
     def _check_param_combination(self) -> None:

@@ -14,8 +14,9 @@ Then, in order:
    ``--set k=5`` gives an int and ``--set name=pca`` a string.
 2. ``${params.name}`` is replaced everywhere (params may refer to other params). A value that
    is exactly one ``${params.x}`` takes the param's type; inside a longer string the param
-   is formatted into it. ``$${`` is a literal ``${``. Nothing else is interpolated: no
-   environment variables, no expressions, never ``eval``.
+   is formatted into it. ``$${`` is a literal ``${``; a ``${`` that no ``}`` closes is an
+   error, not text. Nothing else is interpolated: no environment variables, no
+   expressions, never ``eval``.
 
 Reading is bounded (:mod:`ddr.config.limits`): the file's size, what YAML aliases and params
 expand to, and how deeply values nest, each refused at its line and column.
@@ -37,6 +38,8 @@ from ddr.config.errors import Location, PipelineError, Problem
 __all__ = ["Document", "Span", "load_document", "parse_overrides"]
 
 _PARAM_RE = re.compile(r"\$(\$?)\{([^{}]*)\}")
+# a whole ${...} (or $${...}) where one is, else a lone ${ (or $${) that no } closes
+_OPENING_RE = re.compile(r"\$(\$?)\{[^{}]*\}|\$(\$?)\{")
 _STR_TAG = "tag:yaml.org,2002:str"
 
 Path_ = tuple[str | int, ...]
@@ -339,6 +342,15 @@ def _interpolate(doc: Document) -> None:
             return out
         if not isinstance(value, str) or "${" not in value:
             return value
+        lone = _unterminated(value)
+        if lone is not None:
+            # taken literally, "${params.out/x.zarr" would become a directory of that name
+            doc.problem(
+                path,
+                f"unterminated ${{ in {value!r} (character {lone + 1}): write "
+                "${params.NAME}, with its closing brace (and $${ for a literal ${)",
+            )
+            return value
         whole = _PARAM_RE.fullmatch(value)
         if whole and not whole.group(1):
             return resolve(whole.group(2), path)
@@ -377,6 +389,15 @@ def _interpolate(doc: Document) -> None:
     found = None if over else limits.oversized_path(data)
     if found is not None:
         doc.problem(found[0], f"with its params substituted, {found[1]}")
+
+
+def _unterminated(text: str) -> int | None:
+    """Where the first ``${`` that no ``}`` closes starts in ``text`` (a ``$${`` is a literal
+    and may stand alone), or None."""
+    for m in _OPENING_RE.finditer(text):
+        if m.group(2) == "":  # a lone ${, not escaped
+            return m.start()
+    return None
 
 
 def load_document(

@@ -12,7 +12,8 @@ import types
 import typing
 from typing import Annotated, Any, Union
 
-from pydantic import AfterValidator, BaseModel, ValidationError
+import pydantic
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ValidationError
 
 from ddr.config.document import Document
 
@@ -36,6 +37,32 @@ def check_duration(value: str | float) -> str | float:
 
 #: A positive time in a file: seconds, or a dask time such as ``30s``, ``10m``, ``2h``.
 Duration = Annotated[str | float, AfterValidator(check_duration)]
+
+
+def not_a_bool(value: Any) -> Any:
+    """Refuse a bool where a number is expected: pydantic reads ``true`` as 1 (bool is an
+    int in Python), so ``max_points: true`` would silently mean 1."""
+    if isinstance(value, bool):
+        raise ValueError(f"must be an integer, not a boolean; got {value!r}")
+    return value
+
+
+#: An integer in a file: ``true``/``false`` are refused, not read as 1 and 0.
+Int = Annotated[int, BeforeValidator(not_a_bool)]
+#: An integer >= 1 in a file (``true`` refused).
+PositiveInt = Annotated[pydantic.PositiveInt, BeforeValidator(not_a_bool)]
+
+
+def check_path(value: str) -> str:
+    """Refuse a path no filesystem or URL can hold: one with a NUL byte (the operating
+    system would refuse it only when the path is first used, deep in a run)."""
+    if "\x00" in value:
+        raise ValueError(f"a path cannot hold a NUL byte (\\x00); got {value!r}")
+    return value
+
+
+#: A path or URL in a file (checked: no NUL byte).
+PathStr = Annotated[str, AfterValidator(check_path)]
 
 
 def seconds(value: str | float) -> float:

@@ -352,15 +352,16 @@ def check_params(op: Op, given: dict[str, Any]) -> list[tuple[str | None, str]]:
     """Check ``with:`` for ``op`` without data; returns ``[(param or None, message)]``.
 
     Unknown names (with a "did you mean"), missing required ones, every value against the
-    class's ``_parameter_constraints`` (scikit-learn's ``validate_parameter_constraints``, its
-    messages), and then, for estimators, ``_check_param_combination``.
+    class's ``_parameter_constraints`` (:func:`ddr._params.validate_parameters`:
+    scikit-learn's checks and messages, a bool refused as a number), and then, for
+    estimators, ``_check_param_combination``.
     """
     import difflib
 
-    from sklearn.utils._param_validation import (
-        InvalidParameterError,
-        validate_parameter_constraints,
-    )
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    from ddr._params import validate_parameters
+    from ddr.config.validation import check_path
 
     problems: list[tuple[str | None, str]] = []
     valid = sorted(op.params)
@@ -381,11 +382,14 @@ def check_params(op: Op, given: dict[str, Any]) -> list[tuple[str | None, str]]:
             problems.append((None, f"missing required parameter {name!r}"))
         elif name in given:
             try:
-                validate_parameter_constraints(
-                    {name: param.constraints}, {name: given[name]}, caller_name=where
-                )
+                validate_parameters({name: param.constraints}, {name: given[name]}, where)
             except InvalidParameterError as exc:
                 problems.append((name, str(exc)))
+    if op.family == "load" and isinstance(given.get("path"), str) and not problems:
+        try:
+            check_path(given["path"])
+        except ValueError as exc:
+            problems.append(("path", str(exc)))
     if problems or op.family != "fit" or op.cls is None:
         return problems
     known = {k: v for k, v in given.items() if k in op.params}

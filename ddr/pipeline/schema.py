@@ -25,16 +25,18 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    PositiveInt,
-)
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from ddr.config.document import Document
-from ddr.config.validation import SCHEMA_VERSION, Duration, check_duration
+from ddr.config.validation import (
+    SCHEMA_VERSION,
+    Duration,
+    Int,
+    PathStr,
+    PositiveInt,
+    check_duration,
+    not_a_bool,
+)
 from ddr.config.validation import validate as _validate
 
 __all__ = [
@@ -86,6 +88,15 @@ def _check_slice(value: str) -> str:
     return value
 
 
+def _check_chunk(value: int) -> int:
+    if value < 1 and value != -1:
+        raise ValueError(
+            f"a chunk size must be a positive number of elements, or -1 for the whole dim; "
+            f"got {value}"
+        )
+    return value
+
+
 def split_ref(ref: str) -> tuple[str, str | None]:
     """``"pca.components_"`` -> ``("pca", "components_")``; ``"X"`` -> ``("X", None)``."""
     head, _, tail = ref.partition(".")
@@ -109,6 +120,9 @@ Ref = Annotated[
 ]
 
 
+#: A chunk size along one dim: elements per chunk, or -1 (the whole dim in one chunk).
+ChunkSize = Annotated[int, BeforeValidator(not_a_bool), AfterValidator(_check_chunk)]
+
 StorageOptions = Annotated[
     dict[str, Any] | None,
     Field(
@@ -127,7 +141,7 @@ class InputSpec(_Strict):
     """An input array: a Zarr array, an array in a Zarr group or xarray Dataset, or a netCDF
     variable. Opened lazily; only metadata is read before the run."""
 
-    path: str = Field(
+    path: PathStr = Field(
         description="Zarr store (a local path relative to the working dir, or a URL: s3://, "
         "gs://, az://, http(s)://, file://) or a local netCDF file."
     )
@@ -141,10 +155,10 @@ class InputSpec(_Strict):
     sample_dim: Name | None = Field(
         None, description="The dim that indexes samples (default: the first dim)."
     )
-    chunks: dict[str, int] | None = Field(
+    chunks: dict[str, ChunkSize] | None = Field(
         None, description="Rechunk by dim name, e.g. {sample: 200000}; -1 means one chunk."
     )
-    isel: dict[str, Annotated[str, AfterValidator(_check_slice)] | list[int]] | None = Field(
+    isel: dict[str, Annotated[str, AfterValidator(_check_slice)] | list[Int]] | None = Field(
         None,
         description="Select by position along dims (xarray isel): 'start:stop' or a list of "
         "indices, e.g. {feature: '0:25'}. Metadata only: nothing is read.",
@@ -188,7 +202,7 @@ class StepSpec(_Strict):
 
 
 class _OutputBase(_Strict):
-    path: str = Field(
+    path: PathStr = Field(
         description="Where to write: a local path (relative to the working dir) or a URL "
         "(s3://, gs://, az://, file://)."
     )
@@ -246,7 +260,7 @@ class PlotOutput(_OutputBase):
         "variates: variates.y_data).",
     )
     max_points: PositiveInt = Field(5000, description="scatter: rows drawn (evenly sampled).")
-    components: tuple[int, int] = Field(
+    components: tuple[Int, Int] = Field(
         (0, 1),
         description="scatter: the column of `from` on the horizontal axis and the column of "
         "`y_from` (or `from`) on the vertical one.",
@@ -267,8 +281,8 @@ class RunOptions(_Strict):
         "error",
         description="An existing output: error, overwrite, or skip-if-complete (resume).",
     )
-    summary: str | None = Field(None, description="Write the run summary JSON here.")
-    performance_report: str | None = Field(
+    summary: PathStr | None = Field(None, description="Write the run summary JSON here.")
+    performance_report: PathStr | None = Field(
         None, description="Write a dask performance report (HTML) here (distributed only)."
     )
     progress: bool = Field(True, description="Show a progress bar.")

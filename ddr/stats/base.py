@@ -167,11 +167,9 @@ class Statistic(abc.ABC):
             The class with its options.
         """
         if cls._parameter_constraints:
-            from sklearn.utils._param_validation import validate_parameter_constraints
+            from ddr._params import validate_parameters
 
-            validate_parameter_constraints(
-                cls._parameter_constraints, options, caller_name=f"{cls.__name__}.spec"
-            )
+            validate_parameters(cls._parameter_constraints, options, f"{cls.__name__}.spec")
         return StatSpec(cls, tuple(sorted(options.items())))
 
     def to_dict(self) -> dict[str, Any]:
