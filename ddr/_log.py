@@ -9,7 +9,9 @@ Library code only logs (records under the ``ddr`` logger; a pass over the data c
 - when stderr is not a terminal (a file, a pipe, a batch job's log), or with
   ``--no-progress``, one plain line per record: no carriage returns, no escape codes;
 - ``-v`` adds debug records and tracebacks, ``-q`` keeps only warnings and errors;
-- a log file (every record at debug level, with times), e.g. beside the run summary.
+- a log file (every record at debug level, with times), e.g. beside the run summary. A log
+  file that cannot be written (a full disk, a quota, no permission) is said once, as a
+  warning on the console, and the command goes on without it.
 
 :func:`watch_cluster` (for a distributed client) counts the tasks the scheduler runs, for the
 bar, and keeps workers from printing a traceback for every failed task: the client raises
@@ -33,7 +35,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from ddr.progress import PROGRESS_ATTR, Progress
 
-__all__ = ["BarHandler", "LineHandler", "console", "watch_cluster"]
+__all__ = ["BarHandler", "LineHandler", "LogFile", "console", "watch_cluster"]
 
 ROOT = "ddr"
 FILE_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
@@ -150,6 +152,71 @@ class BarHandler(logging.Handler):
         share = min(1.0, (done - self._base[1]) / todo) if todo > 0 else None
         self.stream.write("\r\x1b[2K" + bar_line(p, share, time.perf_counter() - self._since))
         self._shown = True
+
+
+class LogFile(logging.FileHandler):
+    """Every record, at debug level with times, to a file; a file that cannot be written is
+    given up, said once through ``report``.
+
+    logging's own handler prints a "--- Logging error ---" block with a traceback for each
+    record it cannot write: on a full disk, one per line of progress. Here the first failed
+    write (or flush, or close) closes the file and calls ``report`` with what went wrong;
+    later records are dropped.
+
+    Parameters
+    ----------
+    path : path-like
+        The file (replaced). Opening it may raise ``OSError``.
+    report : callable
+        Called once with a message when a write fails.
+    """
+
+    def __init__(self, path: str | os.PathLike, report: Callable[[str], None]) -> None:
+        super().__init__(path, mode="w", encoding="utf-8")
+        self._shown = str(path)
+        self._report = report
+        self.failed = False
+        self.setFormatter(logging.Formatter(FILE_FORMAT))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.failed:
+            super().emit(record)
+
+    def flush(self) -> None:
+        if self.failed:
+            return
+        try:
+            super().flush()
+        except OSError as exc:
+            self._give_up(exc)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):
+            self._give_up(exc)
+        else:  # a record that cannot be formatted: logging's own report names it
+            super().handleError(record)
+
+    def close(self) -> None:
+        try:
+            super().close()  # flushes what is buffered: fails again on a full disk
+        except OSError as exc:
+            self._give_up(exc)
+
+    def _give_up(self, exc: OSError) -> None:
+        if self.failed:
+            return
+        self.failed = True
+        stream, self.stream = self.stream, None  # type: ignore[assignment]
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+        self._report(log_file_failed(self._shown, exc))
+
+
+def log_file_failed(path: str | os.PathLike, exc: OSError) -> str:
+    """What a command says when its log file cannot be written."""
+    return f"could not write the log file {path}: {exc.strerror or exc}; going on without it"
 
 
 def bar_line(p: Progress, share: float | None, seconds: float, width: int | None = None) -> str:
@@ -349,16 +416,24 @@ def console(
         screen = LineHandler(stream, tracebacks=tracebacks)
     screen.setLevel(level)
     handlers = [screen]
+
+    def warn(message: str) -> None:  # straight to the screen: the logger may be detached
+        screen.handle(logging.LogRecord(ROOT, logging.WARNING, __file__, 0, message, None, None))
+
     if log_file is not None:
         path = Path(log_file)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        to_file = logging.FileHandler(path, mode="w", encoding="utf-8")
-        to_file.setFormatter(logging.Formatter(FILE_FORMAT))
-        to_file.setLevel(logging.DEBUG)
-        handlers.append(to_file)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            to_file: logging.Handler | None = LogFile(path, warn)
+        except OSError as exc:
+            warn(log_file_failed(path, exc))
+            to_file = None
+        if to_file is not None:
+            to_file.setLevel(logging.DEBUG)
+            handlers.append(to_file)
     logger = logging.getLogger(ROOT)
     saved = logger.level, logger.propagate
-    logger.setLevel(logging.DEBUG if log_file is not None else level)
+    logger.setLevel(logging.DEBUG if len(handlers) > 1 else level)
     logger.propagate = False  # shown here, not again by a root handler
     for h in handlers:
         logger.addHandler(h)

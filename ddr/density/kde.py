@@ -46,6 +46,10 @@ __all__ = ["BINNED_KERNELS", "KernelDensity", "binned_block", "exact_log_sums_bl
 
 #: "auto" bins 1-D and 2-D data with more rows than this
 AUTO_BINNED_ROWS = 50_000
+#: the smallest bandwidth accepted, as a fraction of the data's spread in the kernel's units:
+#: below it (distance / bandwidth)^2 overflows float64 for points a few thousand spreads
+#: apart (at 1.3e154), and every log-density would be -inf
+MIN_BANDWIDTH_RATIO = 1e-150
 _DEFAULT_BINS = {1: 4096, 2: 1024}
 
 
@@ -355,6 +359,33 @@ class KernelDensity(DDRMixin, BaseEstimator):
             self.bandwidth_ = float(cands[best])
         else:
             self.bandwidth_ = float(bw)
+        self._check_bandwidth()
+
+    def _check_bandwidth(self) -> None:
+        """Refuse a bandwidth so small against the data that the kernel cannot be computed
+        in float64 (every log-density -inf), rather than return such scores silently."""
+        spread = self._spread()
+        if spread > 0 and self.bandwidth_ < MIN_BANDWIDTH_RATIO * spread:
+            units = "the data's units" if self.bandwidth_scaling_ == "none" else "covariance units"
+            raise ValueError(
+                f"bandwidth={self.bandwidth_!r} is too small for this data: its spread (the "
+                f"largest standard deviation, in {units}) is {spread:.3g}, and below "
+                f"{MIN_BANDWIDTH_RATIO:g} times that (distance / bandwidth)^2 overflows "
+                "float64, so every log-density would be -inf; give a bandwidth of at least "
+                f"{MIN_BANDWIDTH_RATIO * spread:.3g}"
+            )
+
+    def _spread(self) -> float:
+        """The largest standard deviation of the data in the kernel's units (whitened by
+        ``kernel_cholesky_``: 1 with "covariance" scaling), 0 when unknown."""
+        total = self.weight_sums_.sum_w
+        scatter = np.asarray(getattr(self.moments_, "scatter", 0.0), dtype=np.float64)
+        if total <= 0 or scatter.ndim != 2:
+            return 0.0
+        W = self._whitening_
+        var = np.einsum("ij,jk,ik->i", W, scatter / total, W)
+        spread = float(np.sqrt(np.max(var, initial=0.0)))
+        return spread if np.isfinite(spread) else 0.0
 
     def _log_norm(self, h: float | np.ndarray) -> Any:
         """log of the kernel normalisation, ``1 / (sum w h^d |L|)`` included."""

@@ -13,7 +13,13 @@ Values are encoded by type: JSON scalars as themselves, non-finite floats, numpy
 tuples and string arrays with a tag, numeric arrays as Zarr arrays (bit-exact), statistics
 through ``to_dict``, dataclasses and estimators of the ddr package field by field (only
 classes inside ``ddr`` are ever imported when loading). Anything else raises a TypeError
-naming the attribute.
+naming the attribute. Each array's tag records its shape and dtype.
+
+Loading checks what it reads: an array that is missing, of another shape or dtype than
+its tag records, or whose chunks cannot be decoded, and attributes that do not describe a
+model raise :class:`CorruptModelError` naming the model's path and the part (``components_``,
+``moments_.mean``, ``params.n_components``). :func:`check_model` makes the metadata checks
+without reading an array (what ``ddr validate`` does for a pipeline's ``load`` step).
 """
 
 from __future__ import annotations
@@ -43,9 +49,44 @@ from ddr.io.outputs import (
 )
 from ddr.stats.base import Statistic, statistic_from_dict
 
-__all__ = ["load", "save_model"]
+__all__ = ["CorruptModelError", "check_model", "load", "save_model"]
 
 MODEL_ATTR = "ddr:model"
+
+
+class CorruptModelError(ValueError):
+    """A saved model that cannot be read back as it was saved.
+
+    Parameters
+    ----------
+    part : str
+        The part that is wrong: a fitted attribute (``components_``, ``moments_.mean``), a
+        parameter (``params.n_components``) or ``attributes``.
+    detail : str
+        What is wrong with it.
+    path : str, optional
+        The model's path or URL (secrets redacted), when known.
+
+    Attributes
+    ----------
+    part, detail, path
+        The parameters of those names.
+    """
+
+    def __init__(self, part: str, detail: str, path: str | None = None) -> None:
+        self.part, self.detail, self.path = part, detail, path
+        where = "a saved model" if path is None else f"the model at {path!r}"
+        super().__init__(
+            f"{where} is corrupt: {part}: {detail}; save the model again (or restore it from a "
+            "copy)"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.part, self.detail, self.path)
+
+    def at(self, path: str) -> CorruptModelError:
+        """The same error, naming the model's ``path``."""
+        return CorruptModelError(self.part, self.detail, path)
 
 
 class _Encoder:
@@ -127,47 +168,156 @@ class _Encoder:
             z[...] = arr
         # keep the memory layout: BLAS rounds differently on C and Fortran operands
         fortran = arr.ndim > 1 and arr.flags.f_contiguous and not arr.flags.c_contiguous
-        return {"__array__": key, "order": "F" if fortran else "C"}
+        # shape and dtype recorded beside the array: load checks the array against them
+        return {
+            "__array__": key,
+            "order": "F" if fortran else "C",
+            "shape": list(arr.shape),
+            "dtype": arr.dtype.str,
+        }
 
 
 class _Decoder:
+    """Decode tagged JSON, reading arrays from ``group``; every failure is a
+    :class:`CorruptModelError` naming the part being decoded."""
+
     def __init__(self, group: zarr.Group) -> None:
         self.group = group
 
-    def decode(self, value: Any) -> Any:
+    def decode(self, value: Any, part: str) -> Any:
+        try:
+            return self._decode(value, part)
+        except (CorruptModelError, OSError):  # storage errors are the location's to explain
+            raise
+        except Exception as exc:
+            raise CorruptModelError(part, _reason(exc)) from None
+
+    def _decode(self, value: Any, part: str) -> Any:
         if isinstance(value, list):
-            return [self.decode(v) for v in value]
+            return [self.decode(v, f"{part}[{i}]") for i, v in enumerate(value)]
         if not isinstance(value, dict):
             return value
         if "__float__" in value:
             return float(value["__float__"])
         if "__scalar__" in value:
-            return np.dtype(value["dtype"]).type(self.decode(value["__scalar__"]))
+            return np.dtype(value["dtype"]).type(self.decode(value["__scalar__"], part))
         if "__array__" in value:
-            arr = self.group[value["__array__"]][...]
+            z = _saved_array(self.group, value, part)
+            try:
+                arr = z[...]
+            except OSError:
+                raise
+            except Exception as exc:
+                where = _array_path(self.group, value["__array__"])
+                raise CorruptModelError(
+                    part, f"its array {where} cannot be decoded ({_reason(exc)})"
+                ) from None
             return np.asfortranarray(arr) if value.get("order") == "F" else arr
         if "__strings__" in value:
             return np.array(value["__strings__"], dtype=str).reshape(value["shape"])
         if "__objects__" in value:
-            items = [self.decode(v) for v in value["__objects__"]]
+            items = [self.decode(v, f"{part}[{i}]") for i, v in enumerate(value["__objects__"])]
             out = np.empty(len(items), dtype=object)
             out[:] = items
             return out.reshape(value["shape"])
         if "__tuple__" in value:
-            return tuple(self.decode(v) for v in value["__tuple__"])
+            return tuple(self.decode(v, f"{part}[{i}]") for i, v in enumerate(value["__tuple__"]))
         if "__dict__" in value:
-            return {k: self.decode(v) for k, v in value["__dict__"].items()}
+            return {k: self.decode(v, f"{part}.{k}") for k, v in value["__dict__"].items()}
         if "__statistic__" in value:
-            sub = self.group[value["__statistic__"]]
-            fields = _Decoder(sub).decode(sub.attrs["fields"])
+            sub = _saved_group(self.group, value["__statistic__"], part)
+            fields = _Decoder(sub).decode(sub.attrs["fields"], part)
             if "class" in value:  # statistics may live next to their estimator
                 return _ddr_class(value["class"]).from_dict(fields)
             return statistic_from_dict(fields)
         if "__estimator__" in value:
-            return _read_estimator(self.group[value["__estimator__"]])
+            return _read_estimator(_saved_group(self.group, value["__estimator__"], part), part)
         if "__dataclass__" in value:
-            return _ddr_class(value["__dataclass__"])(**self.decode(value["fields"]))
+            return _ddr_class(value["__dataclass__"])(**self.decode(value["fields"], part))
         raise ValueError(f"unknown tag in saved model: {sorted(value)}")
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc)
+    if isinstance(exc, KeyError):
+        return f"no {text} in its saved description"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _array_path(group: zarr.Group, key: str) -> str:
+    return repr(f"{group.path}/{key}" if group.path else key)
+
+
+def _saved_group(group: zarr.Group, key: str, part: str) -> zarr.Group:
+    try:
+        sub = group[key]
+    except KeyError:
+        raise CorruptModelError(part, f"its group {_array_path(group, key)} is missing") from None
+    if not isinstance(sub, zarr.Group):
+        raise CorruptModelError(part, f"{_array_path(group, key)} is not a group")
+    return sub
+
+
+def _saved_array(group: zarr.Group, tag: dict[str, Any], part: str) -> zarr.Array:
+    """The Zarr array a tag points at, checked against the shape and dtype the tag records
+    (models saved before ddr recorded them are checked by decoding alone)."""
+    key = tag["__array__"]
+    where = _array_path(group, key)
+    try:
+        z = group[key]
+    except KeyError:
+        raise CorruptModelError(part, f"its array {where} is missing") from None
+    if not isinstance(z, zarr.Array):
+        raise CorruptModelError(part, f"{where} is not an array")
+    shape, dtype = tag.get("shape"), tag.get("dtype")
+    if shape is not None and tuple(z.shape) != tuple(shape):
+        raise CorruptModelError(
+            part, f"its array {where} has shape {tuple(z.shape)}; it was saved as {tuple(shape)}"
+        )
+    if dtype is not None and np.dtype(z.dtype) != np.dtype(dtype):
+        raise CorruptModelError(
+            part, f"its array {where} has dtype {z.dtype}; it was saved as {np.dtype(dtype)}"
+        )
+    return z
+
+
+def _check_tags(group: zarr.Group, value: Any, part: str) -> None:
+    """The metadata checks of :class:`_Decoder` over tagged JSON, reading no array."""
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_tags(group, v, f"{part}[{i}]")
+    elif isinstance(value, dict):
+        if "__array__" in value:
+            _saved_array(group, value, part)
+        elif "__statistic__" in value:
+            sub = _saved_group(group, value["__statistic__"], part)
+            _check_tags(sub, sub.attrs.get("fields"), part)
+        elif "__estimator__" in value:
+            _check_estimator(_saved_group(group, value["__estimator__"], part), part)
+        else:
+            for k, v in value.items():
+                tag = k.startswith("__") or k == "fields"  # a tag's own key: not a part name
+                _check_tags(group, v, part if tag else f"{part}.{k}")
+
+
+def _check_estimator(group: zarr.Group, prefix: str = "") -> None:
+    attrs = group.attrs.asdict()
+    params, state = _described(attrs, prefix)
+    for k, v in params.items():
+        _check_tags(group, v, f"{prefix}params.{k}")
+    for k, v in state.items():
+        _check_tags(group, v, f"{prefix}{k}")
+
+
+def _described(attrs: Mapping[str, Any], prefix: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    params, state = attrs.get("params"), attrs.get("state")
+    if not isinstance(params, dict) or not isinstance(state, dict):
+        raise CorruptModelError(
+            prefix.rstrip(".") or "attributes",
+            "its 'params' and 'state' attributes must be mappings; got "
+            f"{type(params).__name__} and {type(state).__name__}",
+        )
+    return params, state
 
 
 def _in_ddr(obj: Any) -> bool:
@@ -219,17 +369,27 @@ def _write_estimator(est: Any, group: zarr.Group) -> None:
     )
 
 
-def _read_estimator(group: zarr.Group) -> Any:
+def _read_estimator(group: zarr.Group, part: str = "") -> Any:
+    """The estimator saved in ``group`` (``part``: where it sits in an enclosing model)."""
+    prefix = f"{part}." if part else ""
     attrs = group.attrs.asdict()
     cls = _ddr_class(attrs.get(MODEL_ATTR))
+    params, saved = _described(attrs, prefix)
     dec = _Decoder(group)
-    est = cls(**{k: dec.decode(v) for k, v in attrs["params"].items()})
-    state = {k: dec.decode(v) for k, v in attrs["state"].items()}
-    if hasattr(est, "_set_state"):
-        est._set_state(state)
-    else:
-        for k, v in state.items():
-            setattr(est, k, v)
+    decoded = {k: dec.decode(v, f"{prefix}params.{k}") for k, v in params.items()}
+    try:
+        est = cls(**decoded)
+    except (TypeError, ValueError) as exc:
+        raise CorruptModelError(f"{prefix}params", _reason(exc)) from None
+    state = {k: dec.decode(v, f"{prefix}{k}") for k, v in saved.items()}
+    try:
+        if hasattr(est, "_set_state"):
+            est._set_state(state)
+        else:
+            for k, v in state.items():
+                setattr(est, k, v)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise CorruptModelError(f"{prefix}state", _reason(exc)) from None
     return est
 
 
@@ -305,16 +465,65 @@ def load(
         Nothing is at ``path``.
     ValueError
         The path holds no ddr model, or an incomplete one (an interrupted save).
+    CorruptModelError
+        A ``ValueError``: the model is complete but a part of it cannot be read back as it
+        was saved (an array missing, replaced, or whose chunks do not decode); the message
+        names the path and the part.
     """
     p = resolve(path, storage_options)
     shown = p.url if isinstance(path, Location) else redact(str(path))
+    group = _model_group(p, shown)
+    with p.errors("read"):
+        try:
+            return _read_estimator(group)
+        except CorruptModelError as exc:
+            raise exc.at(shown) from None
+
+
+def check_model(
+    path: str | os.PathLike | Location, storage_options: Mapping[str, Any] | None = None
+) -> None:
+    """Check a saved model from its metadata alone, reading no array: every array its
+    attributes name exists with the shape and dtype it was saved with.
+
+    Parameters
+    ----------
+    path : str, path-like or Location
+        A local path or a URL.
+    storage_options : mapping, optional
+        Options of the URL's filesystem.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError, CorruptModelError
+        As :func:`load` does.
+    """
+    p = resolve(path, storage_options)
+    shown = p.url if isinstance(path, Location) else redact(str(path))
+    group = _model_group(p, shown)
+    with p.errors("read"):
+        try:
+            _check_estimator(group)
+        except CorruptModelError as exc:
+            raise exc.at(shown) from None
+        except OSError:
+            raise
+        except Exception as exc:
+            raise CorruptModelError("attributes", _reason(exc), shown) from None
+
+
+def _model_group(p: Location, shown: str) -> zarr.Group:
+    """The complete saved model's group at ``p``."""
     status = output_status(p)
     if status == "missing":
         raise FileNotFoundError(f"no saved model at {shown!r}")
     if status == "incomplete":
         raise ValueError(f"the model at {shown!r} is incomplete (an interrupted save?)")
     with p.errors("read"):
-        group = zarr.open_group(p.store(), mode="r")
+        try:
+            group = zarr.open_group(p.store(), mode="r")
+        except (ValueError, TypeError) as exc:  # metadata zarr cannot parse
+            raise CorruptModelError("its Zarr metadata", _reason(exc), shown) from None
         if MODEL_ATTR not in group.attrs:
             raise ValueError(f"{shown!r} is not a saved ddr model (no {MODEL_ATTR} attribute)")
-        return _read_estimator(group)
+    return group

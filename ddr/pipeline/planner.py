@@ -480,6 +480,7 @@ class _Planner(OutputChecks, Scheduling):
 
     def _load_meta(self, step: StepPlan) -> ValueMeta | None:
         from ddr.io import output_status, read_attrs
+        from ddr.io.models import CorruptModelError, check_model
 
         where = ("steps", step.id, "with", "path")
         raw = step.spec.with_.get("path")
@@ -505,6 +506,11 @@ class _Planner(OutputChecks, Scheduling):
         cls = _model_class(target)
         if cls is None:
             self.problem(where, f"{raw!r} holds a {target}, which this ddr does not have")
+            return None
+        try:  # its arrays' metadata against what was saved: a corrupt model is refused here
+            check_model(path)
+        except CorruptModelError as exc:
+            self.problem(where, str(exc.at(raw)))
             return None
         state = attrs.get("state", {})
         params = attrs.get("params", {})
