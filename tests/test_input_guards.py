@@ -334,3 +334,48 @@ def test_stale_consolidated_metadata_is_refused_naming_both(here, zarr_format):
     assert not counter.bytes and not (here / "out").exists()
     zarr.consolidate_metadata(here / "d.zarr")  # the copy made current again: read
     assert open_input("d.zarr", "X", missing_chunks="fill").shape == (25, 3)
+
+
+DELETED = """\
+ddr: 1
+name: deleted
+inputs:
+  X: {path: d.zarr, array: X%s}
+steps:
+  pca: {op: PCA.fit, inputs: {X: X}, with: {n_components: 2}}
+  scores: {op: PCA.transform, inputs: {model: pca, X: X}}
+outputs:
+  - {kind: zarr, from: scores, path: out/scores.zarr}
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "scheduler"),
+    [
+        ("", "sync"),  # ddr's chunk reader
+        (", chunks: {sample: 150}", "sync"),  # zarr's slicing (blocks across stored chunks)
+        ("", "client"),  # in a worker process: the error travels back whole
+    ],
+    ids=["reader", "sliced", "worker"],
+)
+def test_a_chunk_deleted_after_the_check_is_an_error_when_read(here, request, extra, scheduler):
+    """A chunk removed between the plan's check and the pass (another process, a sync
+    job) is not read as the fill value: the run fails naming it, and no output is
+    complete."""
+    import dask
+
+    from ddr.config.errors import RunError
+    from ddr.io import output_status
+    from ddr.pipeline import run_plan
+
+    dense_group(here / "d.zarr")
+    (here / "p.yaml").write_text(DELETED % extra)
+    plan = plan_pipeline("p.yaml")  # every chunk is there now
+    delete_chunks(here / "d.zarr", "X", 4)
+    sched = request.getfixturevalue("client") if scheduler == "client" else "sync"
+    with dask.config.set(scheduler=sched), pytest.raises(RunError) as info:
+        run_plan(plan)
+    text = str(info.value)
+    assert "MissingChunksError: 1 of 10 chunks of " in text, text
+    assert "are missing (X/c/4/0): a broken copy or an interrupted write?" in text, text
+    assert output_status(here / "out" / "scores.zarr") != "complete"

@@ -9,7 +9,7 @@ import pytest
 import zarr
 
 import ddr.stats as st
-from ddr.io import open_input
+from ddr.io import MissingChunksError, open_input
 from ddr.io.zarr_chunks import StoredChunks, from_zarr
 from ddr.pipeline._counting import CountingStore, count_key, read_counts, stored_bytes
 
@@ -69,10 +69,16 @@ def test_chunks_never_written_read_as_zarr_reads_them(tmp_path, zarr_format, dty
         zarr_format=zarr_format,
     )
     z[10:20] = 1
-    got = from_zarr(z).compute(scheduler="sync")
+    got = from_zarr(z, missing_chunks="fill").compute(scheduler="sync")
     np.testing.assert_array_equal(got, z[...])
     if fill is not None:
         np.testing.assert_array_equal(got[:10], np.full((10, 2), fill, dtype=dtype))
+    # by default a chunk that is not stored is an error when it is read, naming it
+    with pytest.raises(MissingChunksError) as info:
+        from_zarr(z).compute(scheduler="sync")
+    keys = {"c/0/0", "c/2/0"} if zarr_format == 3 else {"0.0", "2.0"}
+    assert len(info.value.missing) == 1 and info.value.missing[0] in keys, info.value.missing
+    assert "chunks of " in str(info.value) and "are missing" in str(info.value)
 
 
 def test_string_labels(tmp_path):

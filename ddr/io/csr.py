@@ -38,6 +38,7 @@ import zarr
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
+from ddr.io.stored_chunks import MissingChunks
 from ddr.io.zarr_chunks import StoredChunks
 
 __all__ = [
@@ -90,16 +91,26 @@ class _Source:
     where: str
 
     def __dask_tokenize__(self) -> Any:
-        return ("ddr-csr", self.where, str(self.data.dtype), self.nnz, self.n_cols)
+        return (
+            "ddr-csr",
+            self.where,
+            str(self.data.dtype),
+            self.nnz,
+            self.n_cols,
+            self.data.missing,
+        )
 
 
 def _fail(where: str, message: str) -> ValueError:
     return ValueError(f"CSR group {where!r}: {message}")
 
 
-def open_csr_group(group: zarr.Group, where: str) -> tuple[_Source, tuple[int, int], np.dtype]:
+def open_csr_group(
+    group: zarr.Group, where: str, missing_chunks: MissingChunks = "error"
+) -> tuple[_Source, tuple[int, int], np.dtype]:
     """Check a CSR group from its metadata (and two elements of ``indptr``); return what the
-    block tasks need, the shape and the dtype of the values."""
+    block tasks need (a chunk not stored when it is read: ``missing_chunks``), the shape and
+    the dtype of the values."""
     attrs = group.attrs.asdict()
     kind = attrs.get("encoding-type")
     if kind != CSR_ENCODING:
@@ -151,7 +162,7 @@ def open_csr_group(group: zarr.Group, where: str) -> tuple[_Source, tuple[int, i
             where,
             f"'indptr' runs from {first} to {last}; it must run from 0 to len(data) = {nnz}",
         )
-    parts = (StoredChunks(data), StoredChunks(indices), StoredChunks(indptr))
+    parts = tuple(StoredChunks(a, missing_chunks) for a in (data, indices, indptr))
     return _Source(*parts, int(n_cols), nnz, where), (n_rows, n_cols), data.dtype
 
 
@@ -240,6 +251,7 @@ def csr_blocks(
     chunk_rows: int | None = None,
     *,
     read: Callable[..., Any] | None = None,
+    missing_chunks: MissingChunks = "error",
 ) -> da.Array:
     """The dask array of CSR row blocks of an opened CSR group (see :func:`open_csr`).
 
@@ -249,9 +261,11 @@ def csr_blocks(
     workers only the shared chunks (about one per block). The offsets at the block bounds are
     read on the client when the graph is made. ``read``, when given, runs every reading task
     as ``read(function, *args)`` (the pipeline's counted reads:
-    ``ddr.pipeline._counting.counted_call``).
+    ``ddr.pipeline._counting.counted_call``). A chunk that is not stored when a block reads
+    it raises :class:`~ddr.io.MissingChunksError` (``missing_chunks="error"``) or is read as
+    the fill value (``"fill"``).
     """
-    src, (n_rows, n_cols), dtype = open_csr_group(group, where)
+    src, (n_rows, n_cols), dtype = open_csr_group(group, where, missing_chunks)
     if chunk_rows is not None and (isinstance(chunk_rows, bool) or int(chunk_rows) < 1):
         raise ValueError(f"chunk_rows must be a positive int; got {chunk_rows!r}")
     rows = int(chunk_rows) if chunk_rows is not None else default_chunk_rows(n_rows, src.nnz)

@@ -88,9 +88,12 @@ def _has_dim_names(arr: zarr.Array) -> bool:
     return "_ARRAY_DIMENSIONS" in arr.attrs
 
 
-def _from_zarr_array(arr: zarr.Array, name: str | None) -> xr.DataArray:
+def _from_zarr_array(
+    arr: zarr.Array, name: str | None, missing_chunks: MissingChunks
+) -> xr.DataArray:
     attrs = {k: v for k, v in arr.attrs.asdict().items() if k != "_ARRAY_DIMENSIONS"}
-    return xr.DataArray(from_zarr(arr), dims=_array_dims(arr), attrs=attrs, name=name)
+    data = from_zarr(arr, missing_chunks=missing_chunks)
+    return xr.DataArray(data, dims=_array_dims(arr), attrs=attrs, name=name)
 
 
 def _list_arrays(group: zarr.Group) -> list[str]:
@@ -183,7 +186,7 @@ def _open_zarr(
         if name is not None:
             raise ValueError(f"{shown!r} is a Zarr array; name={name!r} is only for groups")
         check_chunks(node, f"the array {shown!r}", missing_chunks)
-        return _from_zarr_array(node, loc.name.removesuffix(".zarr"))
+        return _from_zarr_array(node, loc.name.removesuffix(".zarr"), missing_chunks)
     if name is None:
         raise ValueError(
             f"{shown!r} is a Zarr group, not an array; name one of its arrays with "
@@ -219,7 +222,7 @@ def _open_zarr(
                 drop_variables=_unrelated(parent, leaf),
             )
         return ds[leaf]
-    return _from_zarr_array(target, leaf)
+    return _from_zarr_array(target, leaf, missing_chunks)
 
 
 def _check_csr_consolidated(store: Any, name: str, shown: str) -> None:
@@ -259,7 +262,7 @@ def _from_csr_group(
     for part in ("data", "indices", "indptr"):
         if isinstance(group.get(part), zarr.Array):
             check_chunks(group[part], f"array {part!r} of the CSR group {where!r}", missing_chunks)
-    data = csr_blocks(group, where)
+    data = csr_blocks(group, where, missing_chunks=missing_chunks)
     coords = {}
     names = None if parent is None else csr_feature_names(parent, data.shape[1])
     if names is not None:

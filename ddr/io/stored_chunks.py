@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import zarr
 
@@ -44,6 +44,7 @@ class MissingChunksError(ValueError):
     """
 
     def __init__(self, where: str, array: str, missing: list[str], n_chunks: int) -> None:
+        self.where = where
         self.array = array
         self.missing = missing
         self.n_chunks = n_chunks
@@ -56,6 +57,10 @@ class MissingChunksError(ValueError):
             "unless written with write_empty_chunks=True), open it with "
             "missing_chunks='fill' (in a pipeline, `missing_chunks: fill` on the input)"
         )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # raised in a worker (a chunk gone at read time), unpickled in the client
+        return type(self), (self.where, self.array, self.missing, self.n_chunks)
 
 
 def _stored_grid(arr: zarr.Array) -> tuple[int, ...]:

@@ -25,6 +25,7 @@ in-place writes into a block are refused.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -39,6 +40,7 @@ from zarr.storage import LocalStore
 from ddr.io import zarr_internals
 from ddr.io.chunk_decode import ChunkDecoder, read_chunk_file
 from ddr.io.redaction import redact
+from ddr.io.stored_chunks import MissingChunks, MissingChunksError
 
 __all__ = ["CorruptChunkError", "StoredChunks", "direct_readable", "from_zarr"]
 
@@ -115,51 +117,105 @@ class StoredChunks:
     Parameters
     ----------
     array : zarr.Array
-        An unsharded Zarr array (v2 or v3).
+        A Zarr array (v2 or v3).
+    missing_chunks : {"error", "fill"}
+        A chunk that is not stored when it is read (deleted since the array was checked)
+        raises :class:`~ddr.io.MissingChunksError` (default), or reads as the fill value.
     """
 
-    def __init__(self, array: zarr.Array):
+    def __init__(self, array: zarr.Array, missing_chunks: MissingChunks = "error"):
+        if missing_chunks not in ("error", "fill"):
+            raise ValueError(f"missing_chunks must be 'error' or 'fill'; got {missing_chunks!r}")
         self.array = array
+        self.missing = missing_chunks
         self.shape = tuple(array.shape)
         self.dtype = array.dtype
         self.ndim = len(self.shape)
         self.chunks = tuple(array.chunks)
         self.direct = direct_readable(array)
+        # whether chunk keys can be looked up in the store (what ddr's reader needs of zarr);
+        # without it a chunk deleted after the array was checked is zarr's fill value
+        self.keyed = zarr_internals.direct_unavailable(array) is None
         self.decoder = ChunkDecoder.for_array(array) if self.direct else None
         self.pipeline = self.direct and _pipeline_supported(array, needed=self.decoder is None)
 
     def __dask_tokenize__(self) -> Any:
-        return ("ddr-stored-chunks", tokenize(self.array))
+        return ("ddr-stored-chunks", tokenize(self.array), self.missing)
 
     def __getitem__(self, key: Any) -> np.ndarray:
         try:
             return self._read(key)
+        except MissingChunksError:
+            raise
         except _DECODE_ERRORS as e:
             raise self._corrupt(key, e) from e
 
     def _read(self, key: Any) -> np.ndarray:
         coords = self._chunk_of(key) if self.direct else None
         if coords is None:
-            return self.array[key]
+            return self._sliced(key)
         chunk = _read_chunk(self.array, coords, self.decoder, self.pipeline)
-        if chunk is None:
+        if chunk is _MISSING:
+            if self.missing == "error":
+                raise self._missing([zarr_internals.chunk_key(self.array, coords)])
             return self.array[key]
+        if chunk is None:
+            return self._sliced(key)
         edge = zip(coords, self.chunks, self.shape, strict=True)
         return chunk[tuple(slice(0, min(c, s - i * c)) for i, c, s in edge)]
+
+    def _sliced(self, key: Any) -> np.ndarray:
+        """zarr's slice of ``key``; with ``missing="error"``, refused if a chunk (or shard)
+        it covers is not stored. The chunks are looked up after the read: one found then
+        was there when zarr read it."""
+        out = self.array[key]
+        if self.missing == "error" and self.keyed:
+            covered = self._covered(key)
+            absent = [
+                k
+                for coords in covered or ()
+                if not zarr_internals.stored(
+                    self.array.store_path, k := zarr_internals.chunk_key(self.array, coords)
+                )
+            ]
+            if absent:
+                raise self._missing(absent)
+        return out
+
+    def _missing(self, keys: list[str]) -> MissingChunksError:
+        path = self.array.store_path.path
+        where = redact(_location(self.array.store_path))
+        per_key = getattr(self.array, "shards", None) or self.chunks
+        n_keys = math.prod(math.ceil(s / c) for s, c in zip(self.shape, per_key, strict=True))
+        prefix = f"{path}/" if path else ""
+        return MissingChunksError(where, path, [prefix + k for k in keys], n_keys)
+
+    def _covered(self, key: Any) -> list[tuple[int, ...]] | None:
+        """The grid coordinates of the chunks (shards, for a sharded array) a selection of
+        slices covers; None for another kind of key."""
+        if not isinstance(key, tuple) or not all(isinstance(k, slice) for k in key):
+            return None
+        if len(key) > self.ndim:
+            return None
+        key = key + (slice(None),) * (self.ndim - len(key))
+        per_key = getattr(self.array, "shards", None) or self.chunks
+        grid = []
+        for sl, c, s in zip(key, per_key, self.shape, strict=True):
+            start, stop, _ = sl.indices(s)
+            if stop <= start:
+                return []
+            grid.append(range(start // c, (stop - 1) // c + 1))
+        return list(itertools.product(*grid))
 
     def _corrupt(self, key: Any, cause: BaseException) -> CorruptChunkError:
         """The error naming the chunk of ``key`` that does not decode: the one it selects,
         or the first of those it covers that zarr fails to read alone (a shard, for a
         sharded array: its store key)."""
         where = redact(_location(self.array.store_path))
-        if not isinstance(key, tuple) or not all(isinstance(k, slice) for k in key):
+        covered = self._covered(key)
+        if not covered:
             return CorruptChunkError(where, f"selection {key}", _detail(cause))  # not from dask
         per_key = getattr(self.array, "shards", None) or self.chunks
-        grid = []
-        for sl, c, s in zip(key, per_key, self.shape, strict=True):
-            start, stop, _ = sl.indices(s)
-            grid.append(range(start // c, max(start, stop - 1) // c + 1))
-        covered = list(itertools.product(*grid))
         for coords in covered if len(covered) > 1 else ():
             one = tuple(slice(i * c, (i + 1) * c) for i, c in zip(coords, per_key, strict=True))
             try:
@@ -202,12 +258,16 @@ def _detail(cause: BaseException) -> str:
     return f"{type(cause).__name__}: {redact(str(cause))}"
 
 
+#: what :func:`_read_chunk` returns for a chunk that is not stored
+_MISSING: Any = object()
+
+
 def _read_chunk(
     z: zarr.Array, coords: tuple[int, ...], decoder: ChunkDecoder | None, pipeline: bool
-) -> np.ndarray | None:
-    """The stored chunk at ``coords``, full chunk shape; None when it was never written (its
-    fill value is zarr's to give) or when ddr cannot give exactly what zarr's own read would:
-    the caller then slices with zarr.
+) -> Any:
+    """The stored chunk at ``coords``, full chunk shape; :data:`_MISSING` when it is not
+    stored, None when ddr cannot give exactly what zarr's own read would: the caller then
+    slices with zarr.
 
     With a ``decoder`` (see :mod:`ddr.io.chunk_decode`) ddr reads and decodes the chunk
     itself; a chunk it cannot decode is read again through zarr's store and, with
@@ -217,14 +277,14 @@ def _read_chunk(
     if decoder is not None:
         raw = _stored_bytes(z.store_path, key)
         if raw is None:
-            return None
+            return _MISSING
         chunk = decoder.decode(raw, tuple(z.chunks))
         if chunk is not None:
             return chunk
     if not pipeline:
         return None
     raw = zarr_internals.fetch(z.store_path, key)
-    return None if raw is None else zarr_internals.pipeline_decode(z, raw)
+    return _MISSING if raw is None else zarr_internals.pipeline_decode(z, raw)
 
 
 def _stored_bytes(store_path: Any, key: str) -> np.ndarray | None:
@@ -264,6 +324,7 @@ def from_zarr(
     chunks: Sequence[Any] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     getitem: Any = None,
+    missing_chunks: MissingChunks = "error",
 ) -> da.Array:
     """A dask array over a Zarr array whose tasks decode the stored chunks without a copy.
 
@@ -285,6 +346,11 @@ def from_zarr(
     getitem : callable, optional
         The function each block's task reads with, as :func:`dask.array.from_array` takes
         it (default: dask's getter). It is called with the array-like and the block's slices.
+    missing_chunks : {"error", "fill"}
+        A chunk that is not stored when a task reads it raises
+        :class:`~ddr.io.MissingChunksError` naming its key (default: zarr would read it as
+        the fill value, and a broken copy or a chunk deleted during a run would look like
+        data), or is read as the fill value (``"fill"``, for arrays sparse on purpose).
 
     Returns
     -------
@@ -303,7 +369,7 @@ def from_zarr(
             z = zarr.open_array(store=loc.store(), path=component or "", mode="r")
     stored = da.core.normalize_chunks(tuple(z.chunks), z.shape, dtype=z.dtype)
     normal = stored if chunks is None else da.core.normalize_chunks(chunks, z.shape, dtype=z.dtype)
-    source = StoredChunks(z)
+    source = StoredChunks(z, missing_chunks)
     # dask's from_zarr's prefix when zarr slices every chunk, as it would
     prefix = "ddr-from-zarr-" if source.direct and normal == stored else "from-zarr-"
     name = prefix + tokenize(source, normal, getitem)

@@ -4,8 +4,8 @@ zarr has no public way to fetch one stored chunk or to decode it without a copy 
 issues 2904 and 3429), so :mod:`ddr.io.zarr_chunks` asks the installed zarr for:
 
 - a chunk's store key: ``Array.metadata.encode_chunk_key`` (zarr 3.0 onwards, v2 and v3);
-- its bytes: ``Array.store_path`` (a public :class:`zarr.storage.StorePath`), awaited on
-  zarr's own event loop (``zarr.core.sync.sync``);
+- its bytes, and whether it is stored: ``Array.store_path`` (a public
+  :class:`zarr.storage.StorePath`), awaited on zarr's own event loop (``zarr.core.sync.sync``);
 - for the codec chains ddr does not decode itself, zarr's codec pipeline
   (``Array.async_array.codec_pipeline``) and the chunk's ``ArraySpec``. zarr 3.1 had
   ``metadata.get_chunk_spec`` for it; zarr 3.2 removed it and builds
@@ -41,6 +41,7 @@ __all__ = [
     "fetch",
     "pipeline_decode",
     "pipeline_unavailable",
+    "stored",
     "warn_once",
 ]
 
@@ -94,6 +95,11 @@ def chunk_key(z: zarr.Array, coords: tuple[int, ...]) -> str:
 def fetch(store_path: Any, key: str) -> Any:
     """The buffer stored under ``key`` below ``store_path``, None if there is none."""
     return sync((store_path / key).get(prototype=default_buffer_prototype()))
+
+
+def stored(store_path: Any, key: str) -> bool:
+    """Whether something is stored under ``key`` below ``store_path`` (nothing is read)."""
+    return bool(sync((store_path / key).exists()))
 
 
 def pipeline_decode(z: zarr.Array, raw: Any) -> np.ndarray | None:

@@ -88,7 +88,7 @@ def open_pipeline_input(
         )
         return None
     root, stored = None, None
-    counted = _counted(arr, loc, spec.array)
+    counted = _counted(arr, loc, spec.array, spec.missing_chunks if check_chunks else "fill")
     if counted is not None:
         arr, root, stored = counted
     if spec.isel:
@@ -149,9 +149,12 @@ def open_pipeline_input(
     return InputPlan(name, spec, loc.url, arr, sdim, fp, root, stored, meta, loc)
 
 
-def _counted(arr: Any, loc: Location, name: str | None) -> tuple[Any, str, int] | None:
+def _counted(
+    arr: Any, loc: Location, name: str | None, missing_chunks: str
+) -> tuple[Any, str, int] | None:
     """``arr`` read through a counting store when the stored values are what xarray gives
-    (no scale/offset, no fill-value masking that changes values), else None."""
+    (no scale/offset, no fill-value masking that changes values), else None. A chunk that
+    is not stored when it is read is an error unless ``missing_chunks`` is ``"fill"``."""
     import dask.array as da
     import zarr
 
@@ -162,7 +165,7 @@ def _counted(arr: Any, loc: Location, name: str | None) -> tuple[Any, str, int] 
     if not isinstance(arr.data, da.Array) or not loc.is_zarr():
         return None
     if has_sparse_blocks(arr.data):
-        return _counted_csr(arr, loc, name)
+        return _counted_csr(arr, loc, name, missing_chunks)
     enc = arr.encoding
     if "scale_factor" in enc or "add_offset" in enc:
         return None
@@ -179,7 +182,12 @@ def _counted(arr: Any, loc: Location, name: str | None) -> tuple[Any, str, int] 
     dims_stored = _stored_dims(z, arr)
     if dims_stored is None:
         return None
-    data = from_zarr(z, chunks=_chunks_for(arr, dims_stored), getitem=counted_getter)
+    data = from_zarr(
+        z,
+        chunks=_chunks_for(arr, dims_stored),
+        getitem=counted_getter,
+        missing_chunks=missing_chunks,
+    )
     counted = arr.transpose(*dims_stored).copy(data=data).transpose(*arr.dims)
     return counted, root, stored_bytes(loc, name or "")
 
@@ -194,7 +202,9 @@ def _counting_store(loc: Location) -> tuple[Any, str]:
     return CountingWrapper(loc.store(), loc.url), loc.url
 
 
-def _counted_csr(arr: Any, loc: Location, name: str | None) -> tuple[Any, str, int] | None:
+def _counted_csr(
+    arr: Any, loc: Location, name: str | None, missing_chunks: str
+) -> tuple[Any, str, int] | None:
     """A CSR group's row blocks (``ddr.io.csr``) read through a counting store, each block
     task publishing its bytes (the ``data``, ``indices`` and ``indptr`` chunks it reads)."""
     import zarr
@@ -206,7 +216,9 @@ def _counted_csr(arr: Any, loc: Location, name: str | None) -> tuple[Any, str, i
         store, root = _counting_store(loc)
         group = zarr.open_group(store=store, path=name or "", mode="r")
         where = loc.url if name is None else f"{loc.url}/{name}"
-        data = csr_blocks(group, where, arr.data.chunks[0][0], read=counted_call)
+        data = csr_blocks(
+            group, where, arr.data.chunks[0][0], read=counted_call, missing_chunks=missing_chunks
+        )
     except Exception:
         return None
     if data.chunks != arr.data.chunks:
