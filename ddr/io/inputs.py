@@ -24,7 +24,7 @@ import zarr
 from ddr.io.consolidated import check_consolidated
 from ddr.io.csr import csr_blocks, csr_feature_names, is_sparse_group
 from ddr.io.locations import Location, redact, resolve
-from ddr.io.stored_chunks import MissingChunks, check_chunks
+from ddr.io.stored_chunks import MissingChunks, check_chunks, unreadable_metadata
 from ddr.io.zarr_chunks import from_zarr
 
 __all__ = ["describe_input", "open_input", "opened_inputs"]
@@ -157,7 +157,8 @@ def open_input(
             )
         out = _open_netcdf(loc.path, shown, name)
     elif loc.is_zarr():
-        with loc.errors("read"):
+        target = repr(shown) if name is None else f"array {name!r} of {shown!r}"
+        with loc.errors("read"), unreadable_metadata(target):
             out = _open_zarr(loc, shown, name, missing_chunks)
     else:
         raise ValueError(

@@ -41,6 +41,7 @@ def open_pipeline_input(
     inputs, the counted store root and stored bytes), or None when it cannot be used.
     """
     from ddr.io import MissingChunksError, describe_input, open_input
+    from ddr.io.stored_chunks import InputMetadataError
     from ddr.io.inputs import missing_message
 
     where = ("inputs", name)
@@ -52,7 +53,7 @@ def open_pipeline_input(
     except LocationError as exc:
         problem((*where, "path"), f"input {name}: {exc}")
         return None
-    except MissingChunksError as exc:
+    except (MissingChunksError, InputMetadataError) as exc:
         problem((*where, "array" if spec.array else "path"), f"input {name}: {exc}")
         return None
     except FileNotFoundError:
