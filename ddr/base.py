@@ -10,10 +10,11 @@ coordinate kept and a new named dim.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from numbers import Integral
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import dask
 import dask.array as da
@@ -22,6 +23,7 @@ from sklearn.base import _fit_context
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ddr.stats._checks import block_start, check_rows, rows_at, sum_is_finite
 from ddr.stats._input import Rows, align_to_rows, as_rows, is_sparse
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "DDRMixin",
     "FitPlan",
     "InvalidParameterError",
+    "check_rows",
     "fit_context",
     "map_rows",
     "rank_limit",
@@ -408,8 +411,16 @@ def map_rows(
     new_coords: Sequence[Any] | None = None,
     name: str | None = None,
     args: tuple[Any, ...] = (),
+    check: RowCheck = "input",
+    allow_nan: bool = False,
+    method: str = "",
+    hint: str = "",
 ) -> Any:
     """Apply ``fn(block, *args)`` to every row block and return the result in the input's form.
+
+    Every block is checked where it is computed (``check``): rows with NaN or infinity are
+    refused, naming how many and where (:func:`check_rows`); ``"output"`` also refuses an
+    output that overflows its dtype.
 
     Parameters
     ----------
@@ -427,8 +438,24 @@ def map_rows(
         Name and coordinate of the output's second dim for xarray output.
     name : str, optional
         Name of the output DataArray and prefix of the dask keys.
+    check : {"input", "output", None}
+        ``"input"``: each block of X must be finite. ``"output"``: each block of the output
+        must be finite (for methods whose output is finite exactly when their input is:
+        NaN in X shows there, and so does a value too large for ``dtype``); a block that is
+        not is explained from X. None: no check (outputs that may be infinite on purpose,
+        such as log-densities, or NaN that is passed through).
+    allow_nan : bool
+        NaN in X is accepted (missing values the method handles); infinity is not.
+    method : str
+        The method, as messages name it (``"PCA.transform"``).
+    hint : str
+        Said after the refusal of NaN (what to use instead).
     """
     X = rows.data
+    if check is not None:
+        fn = functools.partial(
+            _checked_block, fn=fn, check=check, nan_ok=allow_nan, what=method, hint=hint
+        )
     if rows.is_lazy:
         # big fitted arrays go into the graph once, as their own keys, not into every task
         args = tuple(
@@ -464,7 +491,49 @@ def map_rows(
 def _key_name(name: str | None, fn: Callable, X: da.Array, args: tuple[Any, ...]) -> str:
     from dask.base import tokenize
 
-    return f"{name or fn.__name__}-{tokenize(fn, X, *args)}"
+    base = fn.keywords["fn"] if isinstance(fn, functools.partial) else fn
+    return f"{name or base.__name__}-{tokenize(fn, X, *args)}"
+
+
+#: what :func:`map_rows` checks in each block
+RowCheck = Literal["input", "output"] | None
+
+
+def _checked_block(
+    X: Any,
+    *args: Any,
+    fn: Callable[..., np.ndarray],
+    check: str,
+    nan_ok: bool,
+    what: str,
+    hint: str,
+    block_info: dict[Any, Any] | None = None,
+) -> np.ndarray:
+    """``fn(X, *args)`` with :func:`check_rows` of ``X`` first (``check="input"``) or of its
+    output (``check="output"``)."""
+    start = block_start(block_info)
+    if check == "input":
+        check_rows(X, start, what, hint, nan_ok=nan_ok)
+        return fn(X, *args)
+    with np.errstate(over="ignore", invalid="ignore"):  # what they lead to is said below
+        out = fn(X, *args)
+    if (
+        isinstance(out, np.ndarray)
+        and out.dtype.kind in "fc"
+        and not sum_is_finite(out)
+        and not np.isfinite(out).all()
+    ):
+        check_rows(X, start, what, hint, nan_ok=nan_ok)
+        n_bad = int((~np.isfinite(out)).reshape(out.shape[0], -1).any(axis=1).sum())
+        values = X.data if hasattr(X, "tocsr") else np.asarray(X)
+        largest = float(np.nanmax(np.abs(values))) if values.size else 0.0
+        raise ValueError(
+            f"the output{' of ' + what if what else ''} is not finite in {n_bad} of the "
+            f"{out.shape[0]} rows {rows_at(start or 0, out.shape[0])} though X is (its largest "
+            f"magnitude is {largest:.3g}): too large for {out.dtype}; scale X, or give it as "
+            "float64"
+        )
+    return out
 
 
 def _wrap_xarray(

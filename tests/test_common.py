@@ -352,3 +352,32 @@ def test_xarray_labels_are_aligned_by_coordinate(name):
     other = shuffled.assign_coords(sample=shuffled["sample"].values + 1)
     with pytest.raises(ValueError, match="coordinate does not match X's"):
         make(name).fit(Xa, other)
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_rows_with_nan_or_inf_are_refused_by_every_method(name):
+    """NaN or infinity in rows that are only predicted, transformed or scored is refused as
+    a fit refuses it (never class 0 with NaN probabilities): each method names how many
+    values and rows of the block, which rows, and the first. Estimators that take NaN as
+    missing values refuse infinity."""
+    est = make(name)
+    X, y = data(est)
+    est.fit(X, y) if _takes_y(est) else est.fit(X)
+    nan_ok = get_tags(est).input_tags.allow_nan
+    bad = X.copy()
+    bad[41, 1] = np.inf
+    if not nan_ok:
+        bad[37, 0] = np.nan
+    first = 41 if nan_ok else 37
+    methods = [
+        m
+        for m in ("transform", "predict", "predict_proba", "predict_log_proba", "score_samples")
+        if callable(getattr(est, m, None))
+    ]
+    assert methods
+    for m in methods:
+        with pytest.raises(ValueError, match="Input X contains") as err:
+            getattr(est, m)(da.from_array(bad, chunks=(30, -1))).compute()
+        text = str(err.value)
+        assert f"of the 30 rows 30-59 (the first at row {first})" in text, (m, text)
+        assert "needs" in text, (m, text)

@@ -379,3 +379,40 @@ def test_a_chunk_deleted_after_the_check_is_an_error_when_read(here, request, ex
     assert "MissingChunksError: 1 of 10 chunks of " in text, text
     assert "are missing (X/c/4/0): a broken copy or an interrupted write?" in text, text
     assert output_status(here / "out" / "scores.zarr") != "complete"
+
+
+PREDICT = """\
+ddr: 1
+name: predicted
+inputs:
+  train: {path: d.zarr, array: X, isel: {sample: "0:500"}}
+  labels: {path: d.zarr, array: y, isel: {sample: "0:500"}}
+  X: {path: d.zarr, array: X}
+steps:
+  nb: {op: GaussianNB.fit, inputs: {X: train, y: labels}}
+  predicted: {op: GaussianNB.predict, inputs: {model: nb, X: X}}
+outputs:
+  - {kind: zarr, from: predicted, path: out/predictions.zarr}
+"""
+
+
+def test_nan_in_rows_only_predicted_fails_the_run_naming_them(here):
+    """Rows that are only predicted are checked as a fit checks its rows: NaN there is not
+    predicted as class 0; the run fails saying how many and where, and the predictions are
+    not complete."""
+    from ddr.io import output_status
+
+    dense_group(here / "d.zarr")
+    x = zarr.open_array(zarr.storage.LocalStore(here / "d.zarr"), path="X", mode="r+")
+    row = x[703]
+    row[1] = np.nan
+    x[703] = row
+    (here / "p.yaml").write_text(PREDICT)
+    result = runner.invoke(app, ["run", "p.yaml", "--cluster", "sync"])
+    assert result.exit_code == 1, result.output
+    assert (
+        "Input X contains NaN or infinity: 1 NaN value(s) in 1 of the 100 rows 700-799 (the "
+        "first at row 703); GaussianNB.predict needs finite values"
+    ) in result.output, result.output
+    assert "Traceback" not in result.output
+    assert output_status(here / "out" / "predictions.zarr") != "complete"

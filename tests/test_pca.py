@@ -354,3 +354,21 @@ def test_on_local_cluster(client, rng):
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+def test_scores_too_large_for_float32_are_refused_not_inf():
+    """float32 data near float32's largest value: the scores overflow when cast back to
+    float32. That is said (how many rows, where, what to do), never written as inf."""
+    rng = np.random.default_rng(0)
+    X = (rng.normal(size=(400, 50)) * 1e37 + 1e37).astype(np.float32)
+    X[350, :] = 3.0e38  # a row whose score is beyond float32
+    assert np.isfinite(X).all()
+    pca = PCA(n_components=3).fit(X.astype(np.float64))
+    for form in (X, da.from_array(X, chunks=(100, -1))):
+        with pytest.raises(ValueError) as err:
+            out = pca.transform(form)
+            out.compute() if hasattr(out, "compute") else out
+        text = str(err.value)
+        assert "the output of PCA.transform is not finite in 1 of the" in text, text
+        assert "too large for float32; scale X, or give it as float64" in text
+    assert np.isfinite(pca.transform(X.astype(np.float64))).all()

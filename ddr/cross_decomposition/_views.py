@@ -146,6 +146,8 @@ class TwoViewMixin(DDRMixin):
             new_dim="component",
             name=f"{prefix}_x_scores",
             args=(wx, mx),
+            check="output",
+            method=f"{type(self).__name__}.transform",
         )
         if y is None:
             return xs
@@ -163,6 +165,8 @@ class TwoViewMixin(DDRMixin):
             new_dim="component",
             name=f"{prefix}_y_scores",
             args=(wy, my),
+            check="output",
+            method=f"{type(self).__name__}.transform",
         )
         return xs, ys
 

@@ -376,6 +376,9 @@ class LatentGaussianModel(DDRMixin):
             new_dim="component",
             name=f"{self._key_prefix()}_transform",
             args=self._args(),
+            check="output",
+            allow_nan=True,
+            method=f"{type(self).__name__}.transform",
         )
         if not return_cov:
             return Z
@@ -437,6 +440,8 @@ class LatentGaussianModel(DDRMixin):
             new_coords=getattr(self, "feature_coords_", None),
             name=f"{self._key_prefix()}_inverse",
             args=(W, mu),
+            check="output",
+            method=f"{type(self).__name__}.inverse_transform",
         )
 
     def impute(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
@@ -467,6 +472,9 @@ class LatentGaussianModel(DDRMixin):
             new_dim=rows.feature_dim or "feature",
             name=f"{self._key_prefix()}_impute",
             args=self._args(),
+            check="output",
+            allow_nan=True,
+            method=f"{type(self).__name__}.impute",
         )
         if rows.kind == "xarray":
             fdim = rows.feature_dim
@@ -498,6 +506,9 @@ class LatentGaussianModel(DDRMixin):
             dtype=np.float64,
             name=f"{self._key_prefix()}_score_samples",
             args=self._args(),
+            check="output",
+            allow_nan=True,
+            method=f"{type(self).__name__}.score_samples",
         )
 
     def score(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> float:

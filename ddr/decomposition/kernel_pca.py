@@ -527,6 +527,7 @@ default="linear"
                     rows,
                 ),
             ),
+            method="KernelPCA.transform",
         )
 
     def inverse_transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
@@ -563,6 +564,8 @@ default="linear"
             new_coords=getattr(self, "feature_coords_", None),
             name="kernel_pca_preimage",
             args=(_ship((self.X_transformed_fit_, self.dual_coef_, self._spec()), rows),),
+            check="output",
+            method="KernelPCA.inverse_transform",
         )
 
     def __sklearn_tags__(self):

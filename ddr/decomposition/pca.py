@@ -69,9 +69,7 @@ def _transform_block(
     out = (X - mean) @ components.T  # float64: centring before projecting keeps all digits
     if scale is not None:
         out /= scale
-    if not np.isfinite(out).all():
-        raise ValueError(f"Input X contains NaN or infinity. {_MISSING_HINT}")
-    return out.astype(dtype, copy=False)
+    return out.astype(dtype, copy=False)  # NaN, or a value too large for dtype: map_rows says
 
 
 def _inverse_block(
@@ -101,10 +99,7 @@ def _score_block(
     R = np.asarray(X, dtype=np.float64) - mean
     Z = R @ components.T
     quad = (np.einsum("ij,ij->i", R, R) * inv_noise if inv_noise else 0.0) - (Z * Z) @ damp
-    out = -0.5 * quad - const
-    if not np.isfinite(out).all():
-        raise ValueError(f"Input X contains NaN or infinity. {_MISSING_HINT}")
-    return out
+    return -0.5 * quad - const
 
 
 def _covariance_solver(est: PCA) -> bool:
@@ -483,6 +478,9 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             new_coords=np.arange(self.n_components_),
             name="pca-transform",
             args=(self.mean_, self.components_, self._scale(), dtype),
+            check="output",
+            method="PCA.transform",
+            hint=_MISSING_HINT,
         )
 
     def fit_transform(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> Any:
@@ -522,6 +520,8 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             new_coords=getattr(self, "feature_coords_", None),
             name="pca-inverse-transform",
             args=(self.mean_, self.components_, self._scale(), dtype),
+            check="output",
+            method="PCA.inverse_transform",
         )
 
     # ------------------------------------------------------ probabilistic PCA
@@ -603,6 +603,9 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             dtype=np.float64,
             name="pca-score-samples",
             args=(self.mean_, self.components_, damp, inv_noise, const),
+            check="output",
+            method="PCA.score_samples",
+            hint=_MISSING_HINT,
         )
 
     def score(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> float:

@@ -269,6 +269,7 @@ class PLSA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
             new_coords=np.arange(self.n_components_),
             name="plsa-transform",
             args=(self.components_,),
+            method="PLSA.transform",
         )
 
     def score_samples(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
@@ -296,6 +297,7 @@ class PLSA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
             dtype=np.float64,
             name="plsa-score-samples",
             args=(self.components_,),
+            method="PLSA.score_samples",
         )
 
     def __sklearn_tags__(self) -> Any:

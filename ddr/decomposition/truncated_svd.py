@@ -259,6 +259,8 @@ class TruncatedSVD(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
             new_coords=np.arange(self.n_components_),
             name="truncated-svd-transform",
             args=(np.ascontiguousarray(self.components_.T), dtype),
+            check="output",
+            method="TruncatedSVD.transform",
         )
 
     def inverse_transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
@@ -287,6 +289,8 @@ class TruncatedSVD(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
             new_coords=getattr(self, "feature_coords_", None),
             name="truncated-svd-inverse",
             args=(self.components_, dtype),
+            check="output",
+            method="TruncatedSVD.inverse_transform",
         )
 
     def __sklearn_tags__(self) -> Any:

@@ -163,6 +163,7 @@ class CategoricalDensity(DDRMixin, DensityMixin, BaseEstimator):
             return map_rows(
                 rows, categorical_log_density, n_out=None, dtype=np.float64,
                 name="log_density", args=(self._table(),),
+                method=f"{type(self).__name__}.score_samples",
             )  # fmt: skip
 
     def score(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> float:

@@ -156,6 +156,7 @@ class GaussianDensity(DDRMixin, DensityMixin, BaseEstimator):
         return map_rows(
             rows, gaussian_log_density, n_out=None, dtype=np.float64, name="log_density",
             args=(self.mean_, self.precision_cholesky_, self._log_const_),
+            method=f"{type(self).__name__}.score_samples",
         )  # fmt: skip
 
     def _sum_and_count(self, X: Any, sample_dim: Hashable | None) -> tuple[float, int]:

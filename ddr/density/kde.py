@@ -479,7 +479,7 @@ class KernelDensity(DDRMixin, BaseEstimator):
             f = grid_sums(H.counts, H.spacing, self._whitening_, h, self.kernel)
             args = (H.counts, f, H.origin, H.spacing, self._whitening_, h, self.kernel, log_norm)
             return map_rows(rows, binned_block, n_out=None, dtype=np.float64, name="kde",
-                            args=args)  # fmt: skip
+                            args=args, method="KernelDensity.score_samples")  # fmt: skip
         return self._exact_scores(rows, h, log_norm)
 
     def _exact_scores(self, rows: Rows, h: float, log_norm: float) -> Any:
@@ -492,7 +492,8 @@ class KernelDensity(DDRMixin, BaseEstimator):
             # in-memory training data: one delayed key, shared by every query block
             ref = dask.delayed((T, w))
             return map_rows(rows, _exact_block_shared, n_out=None, dtype=np.float64,
-                            name="kde", args=(ref, *fixed))  # fmt: skip
+                            name="kde", args=(ref, *fixed),
+                            method="KernelDensity.score_samples")  # fmt: skip
         Q = rows.data if rows.is_lazy else da.from_array(rows.data, chunks=(4096, -1))
         weights: tuple[Any, Any] = (None, None) if w is None else (w, "j")
         parts = da.blockwise(

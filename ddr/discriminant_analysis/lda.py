@@ -267,6 +267,7 @@ class LinearDiscriminantAnalysis(
         return map_rows(
             rows, lda_scores, n_out=len(self.classes_), dtype=np.float64, new_dim="class",
             new_coords=self.classes_, name="decision", args=(zero, self.coef_, self.intercept_),
+            check="output", method=f"{type(self).__name__}.decision_function",
         )  # fmt: skip
 
     def transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
@@ -296,7 +297,7 @@ class LinearDiscriminantAnalysis(
         return map_rows(
             rows, lda_transform, n_out=scalings.shape[1], dtype=np.float64,
             new_dim="component", new_coords=np.arange(scalings.shape[1]), name="lda_transform",
-            args=(shift, scalings),
+            args=(shift, scalings), check="output", method=f"{type(self).__name__}.transform",
         )  # fmt: skip
 
     def fit_transform(self, X: Any, y: Any = None, **params: Any) -> Any:

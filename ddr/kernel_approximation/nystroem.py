@@ -228,4 +228,5 @@ default="rbf"
                 None,
                 self._kernel(self.n_features_in_, self.gamma_),
             ),
+            method="Nystroem.transform",
         )

@@ -391,6 +391,7 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC
         return map_rows(
             rows, fn, n_out=len(self.classes_), dtype=np.float64, new_dim="class",
             new_coords=self.classes_, name=name, args=(jll, params),
+            method=f"{type(self).__name__}.predict_{name}",
         )  # fmt: skip
 
     def predict_joint_log_proba(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
@@ -458,7 +459,7 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC
         params = _ship(params, rows)
         return map_rows(
             rows, predict_block, n_out=None, dtype=self.classes_.dtype, name="predict",
-            args=(jll, params, self.classes_),
+            args=(jll, params, self.classes_), method=f"{type(self).__name__}.predict",
         )  # fmt: skip
 
     def score(

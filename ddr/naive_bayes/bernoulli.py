@@ -15,15 +15,21 @@ from ddr.naive_bayes._base import (
     discrete_class_log_prior,
 )
 from ddr.stats import ClassMoments
+from ddr.stats._checks import block_start, check_rows
 from ddr.stats._input import is_dask
 from ddr.stats.base import Statistic, StatSpec
 
 __all__ = ["BernoulliNB", "bernoulli_jll", "binarize_block"]
 
 
-def binarize_block(X: np.ndarray, threshold: float) -> np.ndarray:
-    """1.0 where ``X > threshold``, else 0.0 (scikit-learn's ``binarize``)."""
-    return (np.asarray(X) > threshold).astype(np.float64)
+def binarize_block(
+    X: np.ndarray, threshold: float, block_info: dict[Any, Any] | None = None
+) -> np.ndarray:
+    """1.0 where ``X > threshold``, else 0.0 (scikit-learn's ``binarize``); NaN or infinity
+    is refused (NaN would binarise to 0 unseen)."""
+    X = np.asarray(X)
+    check_rows(X, block_start(block_info), "BernoulliNB")
+    return (X > threshold).astype(np.float64)
 
 
 def bernoulli_jll(X: np.ndarray, weights: np.ndarray, const: np.ndarray) -> np.ndarray:

@@ -14,6 +14,7 @@ from ddr.naive_bayes._base import (
     discrete_class_log_prior,
 )
 from ddr.stats import CategoricalCounts
+from ddr.stats._checks import block_start, check_rows
 from ddr.stats._input import is_dask
 from ddr.stats.base import Statistic, StatSpec
 from ddr.stats.categorical import MAX_CATEGORIES
@@ -21,12 +22,12 @@ from ddr.stats.categorical import MAX_CATEGORIES
 __all__ = ["CategoricalNB", "as_category_codes", "categorical_jll"]
 
 
-def as_category_codes(X: np.ndarray) -> np.ndarray:
-    """``X`` as int64 category codes, or a ValueError/TypeError naming the offending values."""
+def as_category_codes(X: np.ndarray, block_info: dict[Any, Any] | None = None) -> np.ndarray:
+    """``X`` as int64 category codes, or a ValueError/TypeError naming the offending values
+    (which rows, for a dask block given its ``block_info``)."""
     X = np.asarray(X)
     if X.dtype.kind == "f":
-        if not np.isfinite(X).all():
-            raise ValueError("categorical X contains NaN or infinite values")
+        check_rows(X, block_start(block_info), "a categorical model")
         frac = X != np.floor(X)
         if frac.any():
             raise ValueError(

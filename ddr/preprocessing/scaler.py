@@ -252,6 +252,8 @@ class StandardScaler(DDRMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstim
             new_coords=_feature_coords(rows),
             name="standard-scale",
             args=(*self._params(), dtype),
+            allow_nan=True,
+            method="StandardScaler.transform",
         )
 
     def fit_transform(
@@ -307,6 +309,8 @@ class StandardScaler(DDRMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstim
             new_coords=_feature_coords(rows),
             name="standard-unscale",
             args=(*self._params(), dtype),
+            allow_nan=True,
+            method="StandardScaler.inverse_transform",
         )
 
     def __sklearn_tags__(self) -> Any:

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 __all__ = [
     "check_block",
     "class_index",
     "check_finite",
+    "block_start",
+    "check_rows",
     "check_labels",
     "check_same_labels_kind",
     "check_weights",
     "label_kind",
+    "rows_at",
+    "sum_is_finite",
 ]
 
 
@@ -126,3 +132,70 @@ def check_weights(w: np.ndarray | None, n_samples: int) -> np.ndarray | None:
     if not np.isfinite(w).all() or (w < 0).any():
         raise ValueError("sample_weight must be finite and non-negative")
     return w
+
+
+def check_rows(
+    X: Any, start: int | None = None, what: str = "", hint: str = "", *, nan_ok: bool = False
+) -> None:
+    """Raise a ValueError if the row block ``X`` (numpy or scipy.sparse) holds NaN (unless
+    ``nan_ok``) or infinity, saying how many values and rows, which rows of the whole input
+    (``start``: the block's first row, when known) and the first of them; ``what`` is the
+    method that needs them finite (for the message), ``hint`` what to do instead.
+
+    A sum over the block tells a finite block at the cost of one read of it; the values are
+    counted only when it is not finite.
+    """
+    values = X.data if hasattr(X, "tocsr") else X
+    if not isinstance(values, np.ndarray) or values.dtype.kind not in "fc":
+        return
+    if not nan_ok and sum_is_finite(values):
+        return
+    finite = ~np.isinf(values) if nan_ok else np.isfinite(values)
+    if finite.all():
+        return
+    n_nan = 0 if nan_ok else int(np.isnan(values).sum())
+    n_inf = int(values.size - finite.sum()) - n_nan
+    said = " and ".join(
+        s for s in (f"{n_nan} NaN" if n_nan else "", f"{n_inf} infinite" if n_inf else "") if s
+    )
+    if hasattr(X, "tocsr"):
+        csr = X.tocsr()
+        row_of = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))
+        bad = np.isinf(csr.data) if nan_ok else ~np.isfinite(csr.data)
+        bad_rows = np.unique(row_of[bad])
+    else:
+        bad_rows = np.flatnonzero(~finite.reshape(finite.shape[0], -1).all(axis=1))
+    n_rows = X.shape[0]
+    if start is None:
+        where = f"a block of {n_rows} rows (the first at its row {int(bad_rows[0])})"
+    else:
+        where = (
+            f"the {n_rows} rows {rows_at(start, n_rows)} (the first at row "
+            f"{start + int(bad_rows[0])})"
+        )
+    raise ValueError(
+        f"Input X contains {'infinity' if nan_ok else 'NaN or infinity'}: {said} value(s) in "
+        f"{len(bad_rows)} of {where}; {what + ' needs' if what else 'this needs'} "
+        f"{'no infinite values' if nan_ok else 'finite values'}" + (f". {hint}" if hint else "")
+    )
+
+
+def block_start(block_info: dict[Any, Any] | None) -> int | None:
+    """The first row of a dask block, from the ``block_info`` dask gives a function of
+    ``map_blocks`` that takes it; 0 without one (a whole numpy input), None when dask gave
+    no location."""
+    if block_info is None:
+        return 0
+    info = block_info.get(0)
+    return None if info is None else int(info["array-location"][0][0])
+
+
+def sum_is_finite(values: np.ndarray) -> bool:
+    """True when the sum of ``values`` is finite, so every value is (NaN and infinity reach
+    the sum); False tells nothing (a sum of large finite values may overflow)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return bool(np.isfinite(np.add.reduce(values, axis=None)))
+
+
+def rows_at(start: int, n: int) -> str:
+    return f"{start}-{start + n - 1}" if n > 1 else f"{start}"
