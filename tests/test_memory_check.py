@@ -1,9 +1,15 @@
 """Memory checked before a run: each pass's working set per task, asked of the estimator and
-statistic classes, against each worker's memory_limit and measured baseline."""
+statistic classes, against each worker's memory_limit and measured baseline; a limit below
+what a worker holds at start refused before the cluster starts, and workers restarted for
+memory again and again stopping the run with the reason."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import dask
 import numpy as np
@@ -87,13 +93,202 @@ def test_memory_limit_too_small_exit_1_nothing_written(here):
     )
     assert result.exit_code == 1, result.output
     text = " ".join(result.output.split())
+    # refused before ddr imports anything in the worker: its memory as it is plus what the
+    # imports add in a fresh process
     assert re.search(
         r"ddr: error: run failed: not enough memory per worker: worker tcp://\S+ has memory_limit "
-        r"450 MiB; it holds \d+ MiB before any task \(measured\) and each of its 8 thread\(s\) "
+        r"450 MiB; it holds \d+ MiB before any task \(\d+ MiB measured, and \d+ MiB that "
+        r"importing ddr's task modules adds, measured in a fresh process\) and each of its 8 "
+        r"thread\(s\) "
         r"needs up to \d+ MiB for one task of the pass shared by step pca, step nb \(chunk of "
         r"20000 x 300 float32: 23 MiB stored \+ 23 MiB decoded, statistics 0.7 MiB, scratch "
         r"2.5 MiB; a merge task 12 MiB\): in all \d+ MiB, more than the 360 MiB \(0.8 of the "
-        r"limit\) at which dask stops the worker",
+        r"limit\) at which dask pauses the worker",
         text,
     ), text
     assert files_written(here, {"data.zarr", "fits.yaml", "small.yaml"}) == []
+
+
+# ------------------------------------------------------- what a worker needs at start
+DDR = str(Path(sys.executable).parent / "ddr")
+
+SMALL = """\
+ddr-cluster: 1
+kind: local
+local:
+  n_workers: 1
+  threads_per_worker: 1
+  memory_limit: {limit}
+  dashboard_address: null
+{extra}"""
+
+#: a preload that takes memory when its worker starts (what a site's preload, plugin or
+#: environment can add to a worker: ddr's measurement of a fresh process cannot see it)
+HOG_AT_START = """\
+import numpy as np
+_held = []
+def dask_setup(worker):
+    _held.append(np.ones({mib} * 2**20 // 8))
+"""
+
+#: a preload that takes memory once its worker runs a task (a task that needs more than
+#: the limit, whatever ddr's estimate said)
+HOG_IN_TASK = """\
+import threading, time
+import numpy as np
+_held = []
+def dask_setup(worker):
+    def watch():
+        while not worker.state.executing_count:
+            time.sleep(0.01)
+        _held.append(np.ones({mib} * 2**20 // 8))
+    threading.Thread(target=watch, daemon=True).start()
+"""
+
+
+def _cluster(here, limit, extra=""):
+    path = here / "small.yaml"
+    path.write_text(SMALL.format(limit=limit, extra=extra))
+    return path
+
+
+def _ddr_run(here, cluster, timeout=180):
+    """``ddr run fits.yaml`` in a process of its own: what the terminal shows, the
+    workers' and distributed's lines included; (exit code, output, seconds)."""
+    started = time.monotonic()
+    done = subprocess.run(
+        [DDR, "run", "fits.yaml", "--cluster", str(cluster), "--no-progress"],
+        cwd=here,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return done.returncode, done.stdout + done.stderr, time.monotonic() - started
+
+
+def test_limit_below_what_a_worker_holds_at_start_refused_before_starting(here, monkeypatch):
+    """100 MiB per worker: a worker holds more than 80% of that (where dask pauses it)
+    before any task. Refused before the cluster starts, with the limit and the need."""
+    from ddr.cluster.local import Local
+
+    def no_cluster(self):
+        raise AssertionError("a cluster was started")
+
+    monkeypatch.setattr(Local, "make_cluster", no_cluster)
+    cluster = _cluster(here, "100MiB")
+    result = CliRunner().invoke(
+        app, ["run", "fits.yaml", "--cluster", str(cluster), "--no-progress"]
+    )
+    assert result.exit_code == 1, result.output
+    text = " ".join(result.output.split())
+    assert re.search(
+        r"ddr: error: run failed before reading anything: not enough memory per worker: each "
+        r"worker has memory_limit 100 MiB, and a worker holds (\d+) MiB before it runs any "
+        r"task \(measured: a fresh process of this Python after importing distributed, numpy, "
+        r"dask and ddr's task modules\), more than the 80 MiB \(0.8 of the limit\) at which dask "
+        r"pauses the worker: no task could run. Give each worker a memory_limit of at least "
+        r"(\d+) MiB, and more for what its tasks hold \(nothing was started\)",
+        text,
+    ), text
+    assert files_written(here, {"data.zarr", "fits.yaml", "small.yaml"}) == []
+
+
+def test_start_need_is_measured_in_a_fresh_process():
+    from ddr.cluster.memory import start_memory
+
+    start = start_memory()
+    # numpy, dask.array, zarr and ddr's statistics: tens of MiB on top of the interpreter
+    assert 50 * 2**20 < start.total < 2 * 2**30
+    assert 10 * 2**20 < start.imports < start.total
+
+
+def test_worker_limits_known_before_starting(tmp_path):
+    from dask.utils import parse_bytes
+
+    from ddr.cluster import load_cluster_config
+    from ddr.cluster.session import backend_for
+
+    path = tmp_path / "c.yaml"
+    for limit, threads, expected in [
+        ("300MiB", 2, 300 * 2**20),
+        ("2GB", 1, 2 * 10**9),
+        (0, 1, None),  # no limit
+    ]:
+        path.write_text(
+            SMALL.format(limit=limit, extra="").replace(
+                "threads_per_worker: 1", f"threads_per_worker: {threads}"
+            )
+        )
+        assert backend_for(load_cluster_config(path)).worker_memory_limit() == expected
+    pytest.importorskip("dask_jobqueue")
+    slurm = backend_for(load_cluster_config("cluster-configs/slurm.yaml"))
+    script = slurm.job_script()
+    given = re.search(r"--memory-limit (\S+)", script).group(1)
+    assert slurm.worker_memory_limit() == parse_bytes(given)
+
+
+def _between_start_and_run(pause=0.8):
+    """A limit just above the pre-check's floor (what a fresh process holds at start, at
+    the pause fraction) and below what fits.yaml needs (its baseline plus a 49 MiB task)."""
+    from ddr.cluster.memory import start_memory
+
+    return int(start_memory().total / pause) + 8 * 2**20
+
+
+def test_limit_above_start_but_below_the_run_one_clear_error(here):
+    """A limit the pre-check lets through but the run's tasks do not fit in: refused once
+    the worker joined, before ddr imports anything there (the import would get the worker
+    paused), with the numbers; no traceback, no paused worker, in seconds."""
+    limit = _between_start_and_run()
+    code, out, seconds = _ddr_run(here, _cluster(here, limit))
+    assert code == 1, out
+    assert "Traceback" not in out and "Pausing worker" not in out, out
+    errors = [line for line in out.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1, out
+    assert re.search(
+        r"ddr: error: run failed: not enough memory per worker: worker tcp://\S+ has "
+        rf"memory_limit {limit // 2**20} MiB; it holds \d+ MiB before any task \(\d+ MiB "
+        r"measured, and \d+ MiB that importing ddr's task modules adds, measured in a fresh "
+        r"process\) and each of its 1 thread\(s\) needs up to \d+ MiB for one task",
+        out,
+    ), out
+    assert seconds < 60, seconds
+    assert files_written(here, {"data.zarr", "fits.yaml", "small.yaml"}) == []
+
+
+def test_worker_killed_for_memory_at_start_stops_the_run(here):
+    """A worker whose preload takes it past 95% of its limit at start: its nanny restarts it
+    forever (dask alone: hundreds of restarts, then KilledWorker). ddr stops at once with
+    the limit and what the worker held; no traceback."""
+    (here / "hog.py").write_text(HOG_AT_START.format(mib=250))
+    cluster = _cluster(here, "300MiB", f"  preload: [{here / 'hog.py'}]\n")
+    code, out, seconds = _ddr_run(here, cluster)
+    assert code == 1, out
+    assert "Traceback" not in out, out
+    assert re.search(
+        r"ddr: error: run failed: not enough memory per worker: (worker tcp://\S+ \(memory_limit "
+        r"300 MiB\) was restarted by its nanny|workers were restarted \d+ times for passing "
+        r"0.95 of memory_limit 300 MiB while they held no task)",
+        out,
+    ), out
+    assert seconds < 60, seconds
+
+
+def test_workers_restarted_for_memory_while_running_stop_the_run(here):
+    """Each worker that gets a task is taken past its limit: restarted by its nanny (the
+    restart works under ddr's client, whose config a nanny hands on), again and again; the
+    run stops at distributed.scheduler.allowed-failures restarts (3), before dask's
+    KilledWorker, with the reason."""
+    (here / "hog.py").write_text(HOG_IN_TASK.format(mib=300))
+    cluster = _cluster(here, "400MiB", f"  preload: [{here / 'hog.py'}]\n")
+    code, out, seconds = _ddr_run(here, cluster)
+    assert code == 1, out
+    assert "Traceback" not in out and "KilledWorker" not in out, out
+    assert "joined" in out  # the nanny restarted the worker
+    assert re.search(
+        r"ddr: error: run failed: .*not enough memory per worker: workers were restarted 3 "
+        r"times for passing 0.95 of memory_limit 400 MiB \(up to \d+ MiB; "
+        r"distributed.scheduler.allowed-failures is 3\)",
+        out,
+    ), out
+    assert seconds < 90, seconds

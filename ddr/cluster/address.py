@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ddr.cluster.backend import Backend, ClusterError, ClusterHandle
+from ddr.cluster.backend import Backend, ClusterError, ClusterHandle, make_client
 from ddr.cluster.worker_env import worker_environment
 
 if TYPE_CHECKING:
@@ -82,13 +82,12 @@ class Address(Backend):
     @contextlib.contextmanager
     def start(self) -> Iterator[ClusterHandle]:
         from dask.utils import parse_timedelta
-        from distributed import Client
 
         address, source = self._address()
         kwargs = {k: v for k, v in self.kwargs.items() if k not in ("address", "scheduler_file")}
         timeout = kwargs.pop("timeout", _DEFAULT_TIMEOUT)
         try:
-            client = Client(address, timeout=timeout, set_as_default=False, **kwargs)
+            client = make_client(address, timeout=timeout, set_as_default=False, **kwargs)
         except OSError as exc:
             seconds = parse_timedelta(timeout, default="s")
             stale = "; a stale scheduler file?" if source else ""

@@ -11,6 +11,7 @@ backend is adding one class to :data:`BACKENDS`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -20,7 +21,14 @@ if TYPE_CHECKING:
     from ddr.cluster.config import ClusterConfig
     from ddr.config.document import Document
 
-__all__ = ["BLAS_THREAD_VARS", "Backend", "ClusterError", "ClusterHandle", "JobState"]
+__all__ = [
+    "BLAS_THREAD_VARS",
+    "Backend",
+    "ClusterError",
+    "ClusterHandle",
+    "JobState",
+    "make_client",
+]
 
 BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -76,6 +84,33 @@ def call_text(name: str, kwargs: dict[str, Any]) -> str:
     return f"{name}({inner})"
 
 
+@functools.cache
+def _client_class() -> type:
+    from distributed import Client
+
+    class RunClient(Client):
+        """A :class:`distributed.Client` that pickles to None (see :func:`make_client`)."""
+
+        def __reduce__(self) -> tuple[Any, ...]:
+            return (type(None), ())  # a builtin: unpickling imports nothing
+
+    return RunClient
+
+
+def make_client(*args: Any, **kwargs: Any) -> Any:
+    """``distributed.Client(*args, **kwargs)``, of a subclass that pickles to None.
+
+    :func:`~ddr.cluster.cluster_client` makes the client dask's ``scheduler`` in dask's
+    global config, and distributed hands that config to every worker process a nanny starts
+    or restarts by pickling it. A Client does not pickle (it holds asyncio tasks): without
+    this, a nanny could not restart a worker that died while a run lasted (killed for
+    memory, crashed) -- "cannot pickle '_asyncio.Task' object", no worker left. In the
+    worker the key is None: a worker must not use this process's client anyway (distributed
+    drops a *default* client from the config it hands on for the same reason).
+    """
+    return _client_class()(*args, **kwargs)
+
+
 class Backend:
     """One kind of cluster config. Subclasses set the class attributes and override what
     differs; instances hold one validated config.
@@ -127,6 +162,11 @@ class Backend:
         """Start (or connect to) the cluster and yield its handle; stop it on exit."""
         raise NotImplementedError(f"{type(self).__name__}.start")  # pragma: no cover
         yield  # type: ignore[unreachable]
+
+    def worker_memory_limit(self) -> int | None:
+        """The ``memory_limit`` in bytes each worker will get, as far as the config says it
+        before anything is started; None when it does not (or sets none)."""
+        return None
 
     def workers_joined(self, client: Any) -> None:
         """Called once the wanted workers joined, before the run (e.g. to check them)."""

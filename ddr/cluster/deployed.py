@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from ddr.cluster.backend import Backend, ClusterHandle, JobState
+from ddr.cluster.backend import Backend, ClusterHandle, JobState, make_client
 
 __all__ = ["Deployed"]
 
@@ -27,15 +27,13 @@ class Deployed(Backend):
 
     @contextlib.contextmanager
     def start(self) -> Iterator[ClusterHandle]:
-        from distributed import Client
-
         cluster = self.make_cluster()
         try:
             if self.config.scale is not None:
                 cluster.scale(**self.config.scale.model_dump(exclude_none=True))
             if self.config.adapt is not None:
                 cluster.adapt(**self.config.adapt.model_dump(exclude_none=True))
-            with Client(cluster, set_as_default=False) as client:
+            with make_client(cluster, set_as_default=False) as client:
                 yield ClusterHandle(
                     client,
                     type(cluster).__name__,

@@ -13,6 +13,19 @@ then recomputes elsewhere). :class:`WorkerEvents` subscribes to that topic for t
 and, when the run ends, the totals. Any scheduler publishes these events; nothing needs to be
 installed on it.
 
+A worker whose memory passes ``distributed.worker.memory.terminate`` of its limit is
+restarted by its nanny, which publishes it on the ``"worker-restart-memory"`` topic: each is
+a WARNING with the numbers. A worker that is restarted again and again never gets anything
+done (dask would restart it forever: a limit below what the worker holds at start, a task
+that needs more than the limit), so the run is stopped, its tasks cancelled with a message
+that says the limit and what the worker held, when
+
+- two workers were restarted for memory while they held no task and no result (what they
+  hold at start does not fit), or
+- ``distributed.scheduler.allowed-failures`` workers (at least 1) were restarted for memory
+  in all: one fewer than the deaths after which dask gives up on one task that kills its
+  workers (``KilledWorker``, which does not say why), so the reason is said first.
+
 When no worker is left while the run waits for tasks, dask would wait forever. A watch
 thread says so at once (WARNING), again every :data:`~ddr.cluster.waiting.REPORT_EVERY`
 seconds, and when no worker has joined within ``wait_timeout`` it cancels the run's tasks
@@ -61,7 +74,10 @@ class WorkerEvents:
     """
 
     _TOPIC = "all"
+    _MEMORY_TOPIC = "worker-restart-memory"
     _POLL = 0.25
+    #: restarts for memory of workers that held nothing after which the run stops
+    IDLE_RESTARTS = 2
 
     def __init__(self, client: Any, *, wanted: int = 0, timeout: float = 600.0) -> None:
         self.client = client
@@ -72,6 +88,9 @@ class WorkerEvents:
         self.joined: list[str] = []
         self.recomputed = 0
         self.stopped: str | None = None  # why the run's tasks were cancelled
+        self.memory_restarts: list[tuple[str, int]] = []  # (worker, its memory) in order
+        self._held: dict[str, bool] = {}  # removed worker -> whether it held tasks/results
+        self._limits: dict[str, int] = {}  # worker -> memory_limit, as joined
         self._workers: set[str] = set()
         self._lock = threading.Lock()
         self._done = threading.Event()
@@ -80,18 +99,31 @@ class WorkerEvents:
         )
 
     def __enter__(self) -> WorkerEvents:
-        self._workers = set(self.client.scheduler_info(n_workers=-1).get("workers", {}))
+        self._read_limits()
+        self._workers = set(self._limits)
         self.client.subscribe_topic(self._TOPIC, self._on_event)
+        self.client.subscribe_topic(self._MEMORY_TOPIC, self._on_memory_restart)
         self._watch.start()
         return self
+
+    def _read_limits(self) -> None:
+        try:
+            workers = self.client.scheduler_info(n_workers=-1).get("workers", {})
+        except Exception:  # a scheduler that is going away: keep what is known
+            log.debug("could not ask the scheduler for its workers", exc_info=True)
+            return
+        with self._lock:
+            for addr, info in workers.items():
+                self._limits[addr] = int(info.get("memory_limit") or 0)
 
     def __exit__(self, *exc: Any) -> None:
         self._done.set()
         self._watch.join(timeout=5)
-        try:
-            self.client.unsubscribe_topic(self._TOPIC)
-        except Exception:  # the scheduler is already gone
-            log.debug("could not unsubscribe from the scheduler's events", exc_info=True)
+        for topic in (self._TOPIC, self._MEMORY_TOPIC):
+            try:
+                self.client.unsubscribe_topic(topic)
+            except Exception:  # the scheduler is already gone
+                log.debug("could not unsubscribe from the scheduler's events", exc_info=True)
         if self.lost:
             log.warning(
                 "during the run %d worker(s) were lost and %d retired; %d task(s) were "
@@ -122,6 +154,63 @@ class WorkerEvents:
                 left = len(self._workers)
             log.info("worker %s joined (%d workers)", msg.get("worker", "?"), left)
 
+    def _on_memory_restart(self, event: tuple[float, dict[str, Any]]) -> None:
+        _, msg = event
+        if not isinstance(msg, dict):
+            return
+        worker, rss = str(msg.get("worker", "?")), int(msg.get("rss") or 0)
+        with self._lock:
+            self.memory_restarts.append((worker, rss))
+            limit = self._limit_of(worker)
+        log.warning(
+            "worker %s was restarted by its nanny: its memory, %s, passed %s of its memory_limit%s",
+            worker,
+            _mib(rss),
+            _terminate_fraction(),
+            f" {_mib(limit)}" if limit else "",
+        )
+
+    def _limit_of(self, worker: str) -> int:
+        """``worker``'s memory_limit, or the one all known workers share (a restarted
+        worker comes back with a new address and its nanny's limit); 0 if unknown."""
+        if worker in self._limits:
+            return self._limits[worker]
+        known = set(self._limits.values())
+        return known.pop() if len(known) == 1 else 0
+
+    # ----------------------------------------------------------- restarted for memory
+    def _memory_stop(self) -> str | None:
+        """Why the run must stop because its workers are restarted for memory, or None."""
+        from dask import config
+
+        with self._lock:
+            restarts = list(self.memory_restarts)
+            idle = [(w, rss) for w, rss in restarts if self._held.get(w) is False]
+            limit = max((self._limit_of(w) for w, _ in restarts), default=0)
+        # one fewer than dask's bound for one task (allowed-failures + 1 deaths, then
+        # KilledWorker, which does not say why): the run stops with the reason first
+        allowed = int(config.get("distributed.scheduler.allowed-failures", 3))
+        bound = max(allowed, 1)
+        if len(idle) < self.IDLE_RESTARTS and len(restarts) < bound:
+            return None
+        has = f"memory_limit {_mib(limit)}" if limit else "its memory_limit"
+        largest = _mib(max(rss for _, rss in restarts))
+        if len(idle) >= self.IDLE_RESTARTS:
+            return (
+                f"not enough memory per worker: workers were restarted {len(idle)} times for "
+                f"passing {_terminate_fraction()} of {has} while they held no task and no "
+                f"result (up to {largest}): what a worker holds at start (the interpreter, "
+                "its imports, preloads and plugins) does not fit, and dask would restart it "
+                "forever. Give each worker more memory (memory_limit); the run stopped"
+            )
+        return (
+            f"not enough memory per worker: workers were restarted {len(restarts)} times for "
+            f"passing {_terminate_fraction()} of {has} (up to {largest}; "
+            f"distributed.scheduler.allowed-failures is {allowed}): the run's tasks need "
+            "more than that. Give each worker more memory (memory_limit) or fewer threads, "
+            "or store the input in smaller chunks; the run stopped"
+        )
+
     # ------------------------------------------------------------------- no workers
     def _watch_workers(self) -> None:
         """Say at once when no worker is left while tasks wait, and cancel them when none has
@@ -130,7 +219,12 @@ class WorkerEvents:
 
         since: float | None = None  # when the run was first seen waiting with no worker
         report = 0.0
+        memory: str | None = None
         while not self._done.wait(self._POLL):
+            memory = memory or self._memory_stop()
+            if memory is not None:  # cancel what the run computes, now and from now on
+                self._cancel_waiting(memory)
+                continue
             with self._lock:
                 left = len(self._workers)
             now = time.monotonic()
@@ -168,8 +262,6 @@ class WorkerEvents:
             return False
 
     def _stop_run(self, waited: float) -> None:
-        from distributed import Future
-
         first = self.stopped is None
         if first:
             self.stopped = (
@@ -177,10 +269,21 @@ class WorkerEvents:
                 f"none joined within wait_timeout, {_seconds(self.timeout)}); the run stopped"
             )
             log.error("%s", self.stopped)
-        keys = [k for k, s in list(self.client.futures.items()) if s.status in _WAITING]
-        if keys:
-            futures = [Future(k, self.client) for k in keys]
-            self.client.cancel(futures, reason="no-workers", msg=self.stopped)
+        self._cancel_waiting(self.stopped, reason="no-workers")
+
+    def _cancel_waiting(self, why: str, reason: str = "memory") -> None:
+        """Cancel the client's unfinished tasks with ``why`` (what the run reports)."""
+        from distributed import Future
+
+        if self.stopped is None:
+            self.stopped = why
+        try:
+            keys = [k for k, s in list(self.client.futures.items()) if s.status in _WAITING]
+            if keys:
+                futures = [Future(k, self.client) for k in keys]
+                self.client.cancel(futures, reason=reason, msg=why)
+        except Exception:  # a client that is closing
+            log.debug("could not cancel the run's tasks", exc_info=True)
 
     def _removed(self, msg: dict[str, Any]) -> None:
         worker = msg.get("worker", "?")
@@ -193,6 +296,7 @@ class WorkerEvents:
             left = len(self._workers)
             self.recomputed += len(running) + len(results)
             (self.retired if msg.get("expected") else self.lost).append(worker)
+            self._held[worker] = bool(running or results)
         if 0 < left < self.wanted <= before:
             log.warning(
                 "%d worker(s) left, fewer than the %d wanted (wait_for_workers); the run goes "
@@ -228,3 +332,15 @@ class WorkerEvents:
 
 def _seconds(value: float) -> str:
     return f"{value:g} s"
+
+
+def _mib(n: float) -> str:
+    from ddr.cluster.memory import mib
+
+    return mib(n)
+
+
+def _terminate_fraction() -> str:
+    from ddr.cluster.memory import memory_fractions
+
+    return f"{memory_fractions()[2] or 1:g}"

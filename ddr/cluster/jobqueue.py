@@ -49,6 +49,7 @@ _JOB_KEYWORDS = {
 }  # fmt: skip
 
 _SHELL_VAR = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+_MEMORY_LIMIT = re.compile(r"--memory-limit[ =](\S+)")
 
 
 def batch_command(args: list[str], *, check: bool = True) -> str:
@@ -164,6 +165,17 @@ class JobQueue(Deployed):
                     f"{package}"
                 )
         self.check_nodes()
+
+    def worker_memory_limit(self) -> int | None:
+        """The ``--memory-limit`` the job script gives each worker (the job's ``memory``
+        shared by its ``processes``)."""
+        from dask.utils import parse_bytes
+
+        try:
+            found = _MEMORY_LIMIT.search(self.job_script())
+            return parse_bytes(found.group(1)) if found else None
+        except (ClusterError, ValueError, TypeError):  # no script: start() will say why
+            return None
 
     def check_nodes(self) -> None:
         """Raise :class:`ClusterError` when no node of the queue can ever run one job."""

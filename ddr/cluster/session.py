@@ -17,6 +17,7 @@ from typing import Any
 from ddr.cluster.backend import BLAS_THREAD_VARS, Backend, ClusterHandle
 from ddr.cluster.events import WorkerEvents
 from ddr.cluster.kinds import backend_class
+from ddr.cluster.memory import check_start_memory
 from ddr.cluster.waiting import wait_for_workers
 
 __all__ = ["backend_for", "cluster_client", "dry_run"]
@@ -45,13 +46,15 @@ def cluster_client(config: Any) -> Iterator[ClusterHandle]:
     ------
     ClusterError
         Before anything is read or written: a missing command or package, a job no node can
-        run, an unreachable scheduler, workers that did not join in time.
+        run, a worker memory limit below what a worker holds at start (checked before
+        anything is started), an unreachable scheduler, workers that did not join in time.
     """
     import dask
 
     backend = backend_for(config)
     _blas_env()
     backend.preflight()
+    check_start_memory(backend)
     with dask.config.set(dict(config.dask)), backend.start() as handle:
         if handle.client is None:
             yield handle

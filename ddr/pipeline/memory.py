@@ -30,8 +30,6 @@ __all__ = ["TaskMemory", "check_worker_memory", "pass_memory", "task_memory"]
 
 log = logging.getLogger("ddr.pipeline")
 
-_MiB = 2**20
-
 
 @dataclass(frozen=True)
 class TaskMemory:
@@ -59,7 +57,9 @@ class TaskMemory:
 
 
 def _mib(n: float) -> str:
-    return f"{n / _MiB:.0f} MiB" if n >= 10 * _MiB else f"{n / _MiB:.2g} MiB"
+    from ddr.cluster.memory import mib
+
+    return mib(n)
 
 
 def _statistics(step: StepPlan, n_features: int) -> list[tuple[Any, int]]:
@@ -129,38 +129,72 @@ def pass_memory(plan: Plan) -> list[TaskMemory]:
 
 
 def check_worker_memory(plan: Plan, client: Any) -> None:
-    """Refuse (``RunError``) a run whose tasks cannot fit in a worker's ``memory_limit`` on
-    top of its baseline; warn (``ddr.pipeline``) when they would pass the spill target.
+    """Refuse (``RunError``) a run whose workers cannot hold what it needs: what a worker
+    holds before any task (its baseline) plus one task of the plan's widest pass per thread,
+    against the fraction of ``memory_limit`` at which dask pauses the worker; warn
+    (``ddr.pipeline``) when it would pass the spill target.
+
+    The baseline is measured in each worker after importing ddr's task modules. Where that
+    import could itself pause a worker or get it restarted (a limit below
+    :data:`~ddr.cluster.memory.MEASURE_BELOW`), the check is made first without importing:
+    the worker's memory as it is plus what the imports add in a fresh process
+    (:func:`~ddr.cluster.memory.start_memory`).
     """
-    from ddr.cluster.memory import worker_memory
+    from ddr.cluster import ClusterError
+    from ddr.cluster.memory import MEASURE_BELOW, start_memory, worker_memory
 
     if client is None:
         return
     tasks = pass_memory(plan)
-    if not tasks:
-        return
-    task = max(tasks, key=lambda t: t.total)
-    for worker in worker_memory(client):
-        if not worker.limit:
-            continue
-        need = worker.baseline + worker.nthreads * task.total
-        stop = worker.stop_fraction * worker.limit
-        numbers = (
-            f"worker {worker.address} has memory_limit {_mib(worker.limit)}; it holds "
-            f"{_mib(worker.baseline)} before any task (measured) and each of its "
-            f"{worker.nthreads} thread(s) needs up to {task.describe()}: in all {_mib(need)}"
-        )
-        if need > stop:
-            raise RunError(
-                f"not enough memory per worker: {numbers}, more than the "
-                f"{_mib(stop)} ({worker.stop_fraction:g} of the limit) at which dask "
-                "stops the worker. Give each worker more memory (memory_limit) or fewer "
-                "threads, or store the input in smaller chunks"
-            )
-        if worker.target and need > worker.target * worker.limit:
-            log.warning(
-                "%s, past the spill target (%g of the limit): dask may spill results to disk",
-                numbers,
-                worker.target,
-            )
+    task = max(tasks, key=lambda t: t.total) if tasks else None
+    try:
+        bare = worker_memory(client, imports=False)
+        start = None
+        if any(0 < w.limit < MEASURE_BELOW and not w.imported for w in bare):
+            start = start_memory()
+        if start is not None:
+            for w in bare:
+                if w.limit and not w.imported:
+                    said = (
+                        f"{_mib(w.baseline)} measured, and {_mib(start.imports)} that importing "
+                        "ddr's task modules adds, measured in a fresh process"
+                    )
+                    _check(replace(w, baseline=w.baseline + start.imports), task, said, warn=False)
+        workers = worker_memory(client) if task is not None else []
+    except ClusterError as exc:  # a worker died while it was measured
+        raise RunError(str(exc)) from None
+    for w in workers:
+        if w.limit and _check(w, task, "measured"):
             return
+
+
+def _check(worker: Any, task: TaskMemory | None, said: str, *, warn: bool = True) -> bool:
+    """Raise ``RunError`` when ``worker``'s baseline (``said``: how it is known) and one
+    ``task`` per thread pass its stop fraction; True after a warning (``warn``) that they
+    pass the spill target."""
+    need = worker.baseline + (worker.nthreads * task.total if task is not None else 0)
+    stop = worker.stop_fraction * worker.limit
+    numbers = (
+        f"worker {worker.address} has memory_limit {_mib(worker.limit)}; it holds "
+        f"{_mib(worker.baseline)} before any task ({said})"
+    )
+    if task is not None:
+        numbers += (
+            f" and each of its {worker.nthreads} thread(s) needs up to {task.describe()}: "
+            f"in all {_mib(need)}"
+        )
+    if need > stop:
+        raise RunError(
+            f"not enough memory per worker: {numbers}, more than the {_mib(stop)} "
+            f"({worker.stop_fraction:g} of the limit) at which {worker.stop_words}. Give "
+            "each worker more memory (memory_limit) or fewer threads, or store the input in "
+            "smaller chunks"
+        )
+    if warn and task is not None and worker.target and need > worker.target * worker.limit:
+        log.warning(
+            "%s, past the spill target (%g of the limit): dask may spill results to disk",
+            numbers,
+            worker.target,
+        )
+        return True
+    return False
