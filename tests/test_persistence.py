@@ -132,3 +132,62 @@ def test_save_errors(tmp_path: Path, rng):
     g.attrs.update({"ddr:status": "complete", "ddr:model": "os.system", "params": {}, "state": {}})
     with pytest.raises(ValueError, match="not a ddr model"):
         ddr.load(tmp_path / "evil.zarr")
+
+
+# ----------------------------------------------------------------- checksums
+def _flip_a_bit(path: Path) -> None:
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0x04
+    path.write_bytes(bytes(raw))
+
+
+def test_outputs_carry_a_checksum_verified_on_every_read(tmp_path: Path, rng):
+    """Every array of an output ends its codecs with crc32c; one flipped bit in a chunk is
+    an error on read, through ddr's reader and through xarray, never other values."""
+    import dask.array as da
+    import xarray as xr
+    from zarr.codecs import Crc32cCodec
+
+    from ddr.io import CorruptChunkError, from_zarr, open_input, write_zarr
+
+    data = rng.normal(size=(300, 4))
+    write_zarr(da.from_array(data, chunks=(100, 4)), tmp_path / "out.zarr", name="scores")
+    group = zarr.open_group(tmp_path / "out.zarr", mode="r")
+    for _, arr in group.arrays():
+        assert isinstance(arr.metadata.codecs[-1], Crc32cCodec), arr.metadata.codecs
+    np.testing.assert_array_equal(open_input(tmp_path / "out.zarr", "scores").values, data)
+    _flip_a_bit(tmp_path / "out.zarr" / "scores" / "c" / "1" / "0")
+    with pytest.raises(CorruptChunkError, match=r"chunk c/1/0 of .*scores is corrupt .*CRC32C"):
+        from_zarr(tmp_path / "out.zarr", "scores").compute()  # how pipelines read inputs
+    for read in (
+        lambda: open_input(tmp_path / "out.zarr", "scores", protect=False).values,
+        lambda: xr.open_zarr(tmp_path / "out.zarr")["scores"].values,
+    ):
+        with pytest.raises(ValueError, match="checksum"):
+            read()
+
+
+def _model_chunks(model: Path) -> dict[str, Path]:
+    """The one chunk file of each top-level array of a saved model, by attribute name."""
+    return {p.parent.parent.name.split("_", 1)[1]: p for p in model.glob("*/c/0") if p.is_file()}
+
+
+def test_a_damaged_or_swapped_model_array_is_refused_on_load(tmp_path: Path, rng):
+    """A flipped bit in a model's array fails its chunk checksum; two arrays of the same
+    shape swapped (each chunk intact) fail the values' checksum the model recorded."""
+    from ddr.io.models import CorruptModelError
+
+    X = rng.normal(size=(200, 300)) * np.arange(1, 301)  # arrays big enough to compress
+    ddr.StandardScaler().fit(X).save(tmp_path / "a.zarr")
+    ddr.StandardScaler().fit(X).save(tmp_path / "b.zarr")
+    chunks = _model_chunks(tmp_path / "a.zarr")
+    assert {"mean_", "var_", "scale_"} <= set(chunks), sorted(chunks)
+    _flip_a_bit(chunks["var_"])
+    with pytest.raises(CorruptModelError, match=r"var_.*cannot be decoded .*CRC32C|checksum"):
+        ddr.load(tmp_path / "a.zarr")
+    good = _model_chunks(tmp_path / "b.zarr")
+    mean, scale = good["mean_"].read_bytes(), good["scale_"].read_bytes()
+    good["mean_"].write_bytes(scale)
+    good["scale_"].write_bytes(mean)
+    with pytest.raises(CorruptModelError, match="are not those saved"):
+        ddr.load(tmp_path / "b.zarr")

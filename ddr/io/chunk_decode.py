@@ -12,9 +12,11 @@ costs that profiling a dask worker showed to be a third of reading a 40 MB zstd 
   :meth:`ChunkDecoder.decode` decodes into an array numpy allocates, which on Linux asks for
   transparent huge pages (512 times fewer faults).
 
-Every other chain (other compressors, filters, checksums, big-endian data, strings, sharding)
-is left to zarr, and so is any chunk whose header does not describe exactly the chunk expected
-(the caller falls back to zarr's own read, which decodes it or raises zarr's error).
+A trailing ``crc32c`` checksum (Zarr v3; what ddr writes its outputs and models with, see
+:mod:`ddr.io.checksums`) is verified as zarr verifies it. Every other chain (other
+compressors, filters, other checksums, big-endian data, strings, sharding) is left to zarr,
+and so is any chunk whose header does not describe exactly the chunk expected (the caller
+falls back to zarr's own read, which decodes it or raises zarr's error).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ import numpy as np
 import zarr
 from numcodecs import blosc as nc_blosc
 from numcodecs import zstd as nc_zstd
+
+from ddr.io.checksums import verified
 
 __all__ = ["ChunkDecoder", "read_chunk_file", "zstd_content_size"]
 
@@ -146,10 +150,13 @@ class ChunkDecoder:
         The one bytes-to-bytes codec after the native-endian bytes codec (None: raw bytes).
     dtype : numpy dtype
         The array's (native byte order, fixed size).
+    checksum : bool
+        The chain ends with the ``crc32c`` codec: every chunk's checksum is verified.
     """
 
     compressor: Compressor
     dtype: np.dtype
+    checksum: bool = False
 
     @classmethod
     def for_array(cls, z: zarr.Array) -> ChunkDecoder | None:
@@ -162,9 +169,9 @@ class ChunkDecoder:
             if getattr(meta, "filters", None) or getattr(meta, "order", "C") != "C":
                 return None
             compressor = _v2_compressor(getattr(meta, "compressor", None))
-        else:
-            compressor = _v3_compressor(tuple(getattr(meta, "codecs", ())))
-        return None if compressor is False else cls(compressor, dtype)
+            return None if compressor is False else cls(compressor, dtype)
+        chain = _v3_chain(tuple(getattr(meta, "codecs", ())))
+        return None if chain is False else cls(chain[0], dtype, chain[1])
 
     def decode(self, raw: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
         """The chunk of ``shape`` encoded in ``raw``; None unless ``raw``'s header says it
@@ -180,7 +187,14 @@ class ChunkDecoder:
         Returns
         -------
         ndarray of ``shape`` and the decoder's dtype, read-only, or None
+
+        Raises
+        ------
+        ddr.io.checksums.ChecksumMismatch
+            The chunk's checksum does not match its bytes.
         """
+        if self.checksum:
+            raw = verified(raw)
         out = np.empty(shape, dtype=self.dtype)
         target = out.reshape(-1).view(np.uint8)
         if self.compressor is None:
@@ -199,18 +213,23 @@ class ChunkDecoder:
         return out
 
 
-def _v3_compressor(codecs: tuple[Any, ...]) -> Compressor | Literal[False]:
-    """The compressor of a v3 chain ``bytes[, zstd | blosc]``; False for any other chain."""
-    from zarr.codecs import BloscCodec, BytesCodec, ZstdCodec
+def _v3_chain(codecs: tuple[Any, ...]) -> tuple[Compressor, bool] | Literal[False]:
+    """The compressor of a v3 chain ``bytes[, zstd | blosc][, crc32c]`` and whether it ends
+    with the checksum; False for any other chain."""
+    from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, ZstdCodec
 
+    checksum = bool(codecs) and type(codecs[-1]) is Crc32cCodec
+    if checksum:
+        codecs = codecs[:-1]
     if not codecs or type(codecs[0]) is not BytesCodec or len(codecs) > 2:
         return False
     endian = getattr(codecs[0].endian, "value", codecs[0].endian)
     if endian not in (None, sys.byteorder):
         return False
     if len(codecs) == 1:
-        return None
-    return {ZstdCodec: "zstd", BloscCodec: "blosc"}.get(type(codecs[1]), False)
+        return None, checksum
+    compressor = {ZstdCodec: "zstd", BloscCodec: "blosc"}.get(type(codecs[1]), False)
+    return False if compressor is False else (compressor, checksum)
 
 
 def _v2_compressor(compressor: Any) -> Compressor | Literal[False]:

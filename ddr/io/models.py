@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import zarr
 
+from ddr.io.checksums import checksummed_compressors, values_crc32c
 from ddr.io.claims import CLAIM_ATTR, Claim
 from ddr.io.locations import Location, redact, resolve
 from ddr.io.outputs import (
@@ -162,7 +163,8 @@ class _Encoder:
             shape=arr.shape,
             dtype=arr.dtype,
             chunks=arr.shape,
-            compressors=None if arr.size < 4096 else "auto",
+            # a checksum on every chunk: a damaged model is an error on load, never a model
+            compressors=checksummed_compressors(None if arr.size < 4096 else "default"),
         )
         if arr.size:
             z[...] = arr
@@ -174,6 +176,8 @@ class _Encoder:
             "order": "F" if fortran else "C",
             "shape": list(arr.shape),
             "dtype": arr.dtype.str,
+            # of the values: a chunk that decodes but belongs elsewhere is found on load
+            "crc32c": values_crc32c(arr),
         }
 
 
@@ -203,15 +207,22 @@ class _Decoder:
             return np.dtype(value["dtype"]).type(self.decode(value["__scalar__"], part))
         if "__array__" in value:
             z = _saved_array(self.group, value, part)
+            where = _array_path(self.group, value["__array__"])
             try:
                 arr = z[...]
             except OSError:
                 raise
             except Exception as exc:
-                where = _array_path(self.group, value["__array__"])
                 raise CorruptModelError(
                     part, f"its array {where} cannot be decoded ({_reason(exc)})"
                 ) from None
+            saved = value.get("crc32c")  # models saved before ddr recorded it: not checked
+            if saved is not None and values_crc32c(arr) != saved:
+                raise CorruptModelError(
+                    part,
+                    f"the values of its array {where} are not those saved (their CRC32C "
+                    "differs: a chunk copied from elsewhere, or damaged)",
+                )
             return np.asfortranarray(arr) if value.get("order") == "F" else arr
         if "__strings__" in value:
             return np.array(value["__strings__"], dtype=str).reshape(value["shape"])

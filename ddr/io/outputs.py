@@ -50,6 +50,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from ddr.io.checksums import checksummed_encoding
 from ddr.io.claims import CLAIM_ATTR, Claim, ClaimLost
 from ddr.io.inputs import opened_inputs
 from ddr.io.locations import Location, redact, resolve
@@ -382,7 +383,8 @@ def write_zarr(
     provenance : mapping, optional
         Stored under ``ddr:provenance`` (resolved pipeline, versions, input fingerprints).
     encoding : mapping, optional
-        Per-variable xarray encoding (e.g. compressors).
+        Per-variable xarray encoding (e.g. compressors). Every variable's compressors end
+        with the ``crc32c`` checksum codec (:mod:`ddr.io.checksums`), verified on read.
     compute : bool
         Compute and finalize now (default). With ``False``, compute the returned
         :class:`PendingOutput`'s ``delayed`` yourself, then call its ``finalize()``.
@@ -406,7 +408,7 @@ def write_zarr(
         if claim is not None:
             ds.attrs[CLAIM_ATTR] = claim.token
         final_attrs = _final_attrs(ds.attrs, fingerprint, provenance)
-        enc = {k: dict(v) for k, v in (encoding or {}).items()}
+        enc = checksummed_encoding(ds.variables, encoding)
         store = claimed_store(p, claim)
         with p.errors("write"):
             delayed = ds.to_zarr(
