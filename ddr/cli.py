@@ -615,7 +615,7 @@ def inspect_path(path: Any) -> tuple[dict[str, Any], int]:
 
     p = resolve(path)
     info: dict[str, Any] = {"path": p.url if isinstance(path, Location) else redact(str(path))}
-    if not p.exists():
+    if not p.exists() or p.is_empty_folder():  # an empty folder is nobody's output
         info["status"] = "missing"
         return info, 2
     if not p.is_zarr() and p.is_file():  # (HTTP servers may answer for a folder too)
@@ -628,14 +628,14 @@ def inspect_path(path: Any) -> tuple[dict[str, Any], int]:
         if p.path.endswith(".json") and fp:
             data = json.loads(p.read_bytes())
             info["keys"] = [k for k in data if not k.startswith("ddr:")]
-        return info, 0
+        return info, _INSPECT_CODES[info["status"]]
     status = output_status(p)
     info["status"] = status
     claim = _claim_info(p)
     if claim is not None:
         info["claim"] = claim
     if not p.is_zarr():
-        return info, 0
+        return info, _INSPECT_CODES[status]
     import zarr
 
     try:
@@ -689,7 +689,11 @@ def inspect_path(path: Any) -> tuple[dict[str, Any], int]:
     }
     if other:
         info["attrs"] = other
-    return info, 1 if status == "incomplete" else 0
+    return info, _INSPECT_CODES[status]
+
+
+#: ``ddr inspect``'s exit code for each status of what is at the path
+_INSPECT_CODES = {"complete": 0, "incomplete": 1, "missing": 2, "not-ddr": 3}
 
 
 @app.command(
@@ -709,8 +713,9 @@ def inspect_cmd(
     """Say what an output holds, where it came from, and whether it is complete.
 
     PATH may be a URL (s3://..., gs://..., az://..., https://...); credentials come from the
-    environment. Exit code 0: complete (or not a ddr output); 1: INCOMPLETE (an interrupted
-    run); 2: nothing at PATH (or it cannot be reached).
+    environment. Exit code 0: complete; 1: INCOMPLETE (an interrupted run); 2: nothing at
+    PATH (an empty folder included), or it cannot be reached; 3: something that ddr did not
+    write.
     """
     try:
         info, code = inspect_path(path)

@@ -9,8 +9,13 @@ many times a pipeline read an input. It is independent of the runner's own count
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import subprocess
 import threading
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -142,3 +147,32 @@ def files_written(directory: Path, inputs: set[str]) -> list[str]:
         for p in directory.rglob("*")
         if p.is_file() and p.relative_to(directory).parts[0] not in inputs and p.suffix != ".log"
     )
+
+
+@contextlib.contextmanager
+def small_tmpfs(where: Path, size: str = "64k", fill: bool = False) -> Iterator[Path]:
+    """A tmpfs of ``size`` mounted at ``where`` (a full disk, with ``fill``), unmounted on
+    exit; the test is skipped where this process cannot mount one (not root)."""
+    import pytest
+
+    where.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("a small file system is a tmpfs here, which needs root")
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True
+    )
+    if done.returncode:
+        pytest.skip(f"could not mount a tmpfs: {done.stderr.decode().strip()}")
+    try:
+        if fill:
+            with contextlib.suppress(OSError), open(where / "filler", "wb", buffering=0) as fh:
+                while True:
+                    fh.write(b"\0" * 4096)
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def resize_tmpfs(where: Path, size: str) -> None:
+    """Give the tmpfs at ``where`` (from :func:`small_tmpfs`) another size."""
+    subprocess.run(["mount", "-o", f"remount,size={size}", str(where)], check=True)

@@ -9,7 +9,6 @@ The end-to-end tests with a paused ``ddr run`` process are in test_claims_runs.p
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import logging
@@ -25,6 +24,7 @@ import time
 import numpy as np
 import pytest
 import zarr
+from pipeline_support import small_tmpfs
 
 from ddr.io import output_status, write_zarr
 from ddr.io.claims import (
@@ -194,44 +194,12 @@ def test_an_unreadable_claim_is_stale_after_a_bounded_time(where, caplog, monkey
 def test_a_claim_that_cannot_be_written_is_not_left_behind(tmp_path):
     """A full disk: creating the claim fails, and the empty file it began is removed, so
     the next run is not stopped by it."""
-    full = _full_folder(tmp_path)
-    out = resolve(full / "scores.zarr")
-    with pytest.raises(OSError) as err:
-        OutputClaims([out]).acquire()
-    assert err.value.errno in (errno.ENOSPC, errno.EFBIG), err.value
-    assert not os.path.lexists(claim_location(out).path)
-
-
-def _full_folder(tmp_path):
-    """A folder on a file system with no space left: a small tmpfs filled up (needs root),
-    else skipped."""
-    import shutil
-
-    mnt = tmp_path / "full"
-    mnt.mkdir()
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("a full file system is a small tmpfs here, which needs root")
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True
-    )
-    if done.returncode:
-        pytest.skip(f"could not mount a tmpfs: {done.stderr.decode().strip()}")
-    _MOUNTS.append(mnt)
-    with contextlib.suppress(OSError), open(mnt / "filler", "wb") as fh:
-        while True:
-            fh.write(b"\0" * 4096)
-            fh.flush()
-    return mnt
-
-
-_MOUNTS: list = []
-
-
-@pytest.fixture(autouse=True)
-def _unmount():
-    yield
-    while _MOUNTS:
-        subprocess.run(["umount", "-l", str(_MOUNTS.pop())], check=False)
+    with small_tmpfs(tmp_path / "full", fill=True) as full:
+        out = resolve(full / "scores.zarr")
+        with pytest.raises(OSError) as err:
+            OutputClaims([out]).acquire()
+        assert err.value.errno == errno.ENOSPC, err.value
+        assert not os.path.lexists(claim_location(out).path)
 
 
 def _hold_the_lock_paused(output: str, ready) -> None:  # in a separate process

@@ -144,6 +144,12 @@ def test_inspect_exit_codes(here):
     assert result.exit_code == 1
     assert "INCOMPLETE" in result.output and "0/2 chunks written" in result.output
     assert runner.invoke(app, ["inspect", "demo.zarr"]).exit_code == 0
+    zarr.open_group("plain.zarr", mode="w").create_array("x", shape=(2,), dtype="f8")
+    plain = runner.invoke(app, ["inspect", "plain.zarr"])
+    assert plain.exit_code == 3 and "not a ddr output" in plain.output
+    (here / "empty.zarr").mkdir()  # what a full disk can leave: nobody's output
+    empty = runner.invoke(app, ["inspect", "empty.zarr"])
+    assert empty.exit_code == 2 and "empty.zarr: missing" in empty.output
 
 
 def test_run_failure_exits_1(here):

@@ -17,11 +17,14 @@ import pytest
 import zarr
 from typer.testing import CliRunner
 
+import ddr
 from ddr.cli import app
 from ddr.demo import DemoSpec, write_demo_data
 from ddr.io import output_status
 from ddr.io.locations import resolve
 from ddr.pipeline import plan_pipeline, run_plan
+
+runner = CliRunner()
 
 # Many small chunks, so that streaming the output takes long enough to be caught mid-way.
 SPEC = DemoSpec(n_samples=20_000, n_features=8, rank=3, n_classes=3, chunk_rows=100, seed=5)
@@ -148,3 +151,51 @@ def test_sigkill_mid_write_then_resume(workdir, where, monkeypatch):
     ref = zarr.open_group(resolve(f"{reference}/proba.zarr").store(), mode="r")["proba"]
     np.testing.assert_array_equal(got[...], ref[...])
     assert got.metadata.dimension_names == ref.metadata.dimension_names
+
+
+@pytest.mark.parametrize("size", ["8k", "48k", "160k"])
+def test_a_full_disk_leaves_nothing_that_blocks_a_rerun(workdir, tmp_path, monkeypatch, size):
+    """Outputs on a file system that fills up at different points of the run: the run
+    fails (exit 1, no traceback), leaves no temporary files, no output that says complete,
+    no claim; what it leaves (an empty folder at worst) is reported missing or incomplete by
+    ``ddr inspect``, and once there is space a plain rerun completes every output."""
+    from pipeline_support import resize_tmpfs, small_tmpfs
+
+    monkeypatch.chdir(workdir)
+    with small_tmpfs(tmp_path / "disk", size) as disk:
+        out = disk / "out"
+        args = ["run", "crash.yaml", "--cluster", "sync", "--set", f"out={out}"]
+        failed = runner.invoke(app, [*args, "--no-progress"])
+        assert failed.exit_code == 1, failed.output
+        assert "No space left on device" in failed.output, failed.output
+        assert "Traceback" not in failed.output and "Logging error" not in failed.output
+        left = [p.name for p in disk.rglob("*")]
+        assert not [n for n in left if ".tmp-" in n or n.endswith(".ddr-claim")], left
+        status = {name: output_status(out / name) for name in ("nb.model.zarr", "proba.zarr")}
+        assert status["proba.zarr"] in ("missing", "incomplete"), status
+        if status["nb.model.zarr"] == "complete":  # written before the disk filled: whole
+            ddr.load(out / "nb.model.zarr")
+        for name, state in status.items():
+            code = runner.invoke(app, ["inspect", str(out / name)]).exit_code
+            assert code == {"complete": 0, "incomplete": 1, "missing": 2}[state], (name, code)
+        resize_tmpfs(disk, "8m")
+        done = runner.invoke(app, [*args, "--no-progress"])
+        assert done.exit_code == 0, done.output
+        for name in ("nb.model.zarr", "proba.zarr"):
+            assert output_status(out / name) == "complete"
+
+
+def test_an_empty_output_folder_is_nobodys_output(workdir, tmp_path, monkeypatch):
+    """An empty folder where an output goes (a full disk's leftover) does not block a run,
+    with the default if_exists, --resume or --force."""
+    monkeypatch.chdir(workdir)
+    for flag in ([], ["--resume"], ["--force"]):
+        out = tmp_path / f"out{len(flag)}{''.join(flag)}"
+        (out / "proba.zarr").mkdir(parents=True)
+        (out / "summary.json").mkdir()  # a file output's path, as an empty folder
+        result = runner.invoke(
+            app, ["run", "crash.yaml", "--cluster", "sync", "--set", f"out={out}", *flag]
+        )
+        assert result.exit_code == 0, result.output
+        assert output_status(out / "proba.zarr") == "complete"
+        assert (out / "summary.json").is_file()

@@ -444,6 +444,14 @@ class Location:
         # metadata is
         return self.protocol in _READ_ONLY and self.is_zarr()
 
+    def is_empty_folder(self) -> bool:
+        """Whether this is a local folder with nothing in it (what a write that failed at
+        once, on a full disk, leaves behind; object stores have no empty folders)."""
+        if self.protocol != "file" or not os.path.isdir(self.path):
+            return False
+        with os.scandir(self.path) as entries:
+            return next(entries, None) is None
+
     def is_file(self) -> bool:
         if self.protocol == "file":
             return os.path.isfile(self.path)
@@ -468,9 +476,15 @@ class Location:
         if self.protocol == "file":
             p = Path(self.path)
             p.parent.mkdir(parents=True, exist_ok=True)
+            if self.is_empty_folder():  # what a full disk leaves: nobody's, and in the way
+                p.rmdir()
             tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-            tmp.write_bytes(data)
-            os.replace(tmp, p)
+            try:
+                tmp.write_bytes(data)
+                os.replace(tmp, p)
+            except BaseException:
+                tmp.unlink(missing_ok=True)  # never leave a half-written temporary behind
+                raise
             return
         self.check_writable()
         with self.errors("write"):

@@ -95,10 +95,11 @@ def output_status(path: PathLike, storage_options: Mapping[str, Any] | None = No
     Returns
     -------
     str
-        One of the four states.
+        One of the four states; an empty local folder (what a full disk can leave) is
+        ``"missing"``.
     """
     loc = resolve(path, storage_options)
-    if not loc.exists():
+    if not loc.exists() or loc.is_empty_folder():  # an empty folder is nobody's output
         return "missing"
     if not loc.is_zarr():
         return "not-ddr"

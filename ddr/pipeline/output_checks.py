@@ -490,7 +490,7 @@ def _existing(out: OutputPlan) -> tuple[str, str | None]:
         if status == "complete":
             stored = read_attrs(p).get(FINGERPRINT_ATTR)
         return status, stored
-    if not p.exists():
+    if not p.exists() or p.is_empty_folder():
         return "missing", None
     from ddr.pipeline.reports import read_fingerprint
 
