@@ -304,3 +304,49 @@ def test_a_bind_mounted_input_is_the_same_place(here, data, tmp_path_factory):
         assert not inp.overlaps(resolve(mnt / "runinfo.log"))
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_a_complete_store_this_pipeline_did_not_write_is_not_replaced(here, data):
+    """skip-if-complete (--resume) rewrites this pipeline's own outdated outputs, never a
+    demo dataset or another pipeline's output at the same path; --force does, as asked."""
+    write_demo_data(here / "out" / "scores.zarr", DemoSpec(400, 6, 2, 2, 100, seed=4))
+    before = _digest(here / "out" / "scores.zarr")
+    result = runner.invoke(app, ["run", "paths.yaml", "--cluster", "sync", "--resume"])
+    assert result.exit_code == 2, result.output
+    assert (
+        "'out/scores.zarr' holds a dataset written by ddr demo-data, complete; this pipeline "
+        "replaces only its own outputs (choose another path, or pass --force to replace it)"
+    ) in result.output
+    assert _digest(here / "out" / "scores.zarr") == before
+    assert runner.invoke(app, ["run", "paths.yaml", "--cluster", "sync", "--force"]).exit_code == 0
+    # its own output with other parameters: rewritten; another pipeline's: refused
+    (here / "paths.yaml").write_text(PIPELINE.replace("n_components: 2", "n_components: 3"))
+    assert runner.invoke(app, ["run", "paths.yaml", "--cluster", "sync", "--resume"]).exit_code == 0
+    (here / "paths.yaml").write_text(
+        PIPELINE.replace("name: paths", "name: other").replace("n_components: 2", "n_components: 1")
+    )
+    result = runner.invoke(app, ["run", "paths.yaml", "--cluster", "sync", "--resume"])
+    assert result.exit_code == 2, result.output
+    assert "holds an output of the pipeline 'paths', complete" in result.output, result.output
+
+
+def test_an_output_over_the_model_a_load_step_reads_is_refused(here, data):
+    """A model output at the path a load step of the same pipeline reads would replace the
+    model while it is used: refused like any input."""
+    first = runner.invoke(app, ["run", "paths.yaml", "--cluster", "sync"])
+    assert first.exit_code == 0, first.output
+    before = _digest(here / "out" / "pca.model.zarr")
+    (here / "reuse.yaml").write_text(
+        "ddr: 1\nname: reuse\ninputs:\n  X: {path: data.zarr, array: X}\nsteps:\n"
+        "  old: {op: load, with: {path: out/pca.model.zarr}}\n"
+        "  pca: {op: PCA.fit, inputs: {X: X}, with: {n_components: 3}}\n"
+        "outputs:\n  - {kind: model, from: pca, path: out/pca.model.zarr}\n"
+        "  - {kind: metrics, from: [old.explained_variance_], path: out/old.json}\n"
+    )
+    for flag in ([], ["--force"]):
+        result = runner.invoke(app, ["run", "reuse.yaml", "--cluster", "sync", *flag])
+        assert result.exit_code == 2, result.output
+        assert "the output 'out/pca.model.zarr' is the input 'out/pca.model.zarr'" in (
+            result.output
+        ), result.output
+    assert _digest(here / "out" / "pca.model.zarr") == before

@@ -126,6 +126,9 @@ class Claim:
         self.record: ClaimRecord | None = None
         self.version: str | None = None
         self.took_over: str | None = None  # the run whose stale claim this one replaced
+        #: (monotonic clock) when the old holder's writes in flight have ended after a
+        #: takeover; before it this run does not write
+        self.settled_at = 0.0
         # a takeover waits for the old holder's writes in flight at most one timeout more
         self._file = claim_file(self.location, lock_limit=self.timeout)
 
@@ -160,9 +163,14 @@ class Claim:
         )
 
     # ------------------------------------------------------------------ taking
-    def try_acquire(self) -> ClaimRecord | None:
+    def try_acquire(self, *, settle: bool = True) -> ClaimRecord | None:
         """Take the claim if it is free or stale (a takeover is logged); else return the
         record of the run that holds it.
+
+        A takeover on a store without locks (S3) must let the old holder's writes in flight
+        end (:attr:`grace`) before this run writes: with ``settle`` it waits here, else it
+        records until when in :attr:`settled_at` (:class:`OutputClaims` waits once for all
+        its takeovers).
 
         A claim file that cannot be read as a record (empty, as a full disk leaves one, or
         not a claim) is taken for one being created by another run for at most
@@ -191,7 +199,7 @@ class Claim:
                     "(an empty or damaged file, as a full disk or a crash while it was "
                     "created leaves)"
                 )
-                if self._take_over(mine, version, "an unreadable claim", why):
+                if self._take_over(mine, version, "an unreadable claim", why, settle):
                     return None
                 unreadable_since = None
                 continue
@@ -199,7 +207,7 @@ class Claim:
             why = other.stale()
             if why is None:
                 return other
-            if self._take_over(mine, version, other.describe(), why):
+            if self._take_over(mine, version, other.describe(), why, settle):
                 self.took_over = other.run
                 return None
 
@@ -207,7 +215,9 @@ class Claim:
     #: it at once) before it is taken for stale
     UNREADABLE_AFTER = 5.0
 
-    def _take_over(self, mine: ClaimRecord, version: str, whose: str, why: str) -> bool:
+    def _take_over(
+        self, mine: ClaimRecord, version: str, whose: str, why: str, settle: bool
+    ) -> bool:
         """Replace the claim at ``version`` by ``mine``; False if another run did first."""
         try:
             new_version = self._file.replace(mine.to_bytes(), version)
@@ -220,8 +230,9 @@ class Claim:
             return False
         self.record, self.version = mine, new_version
         logger.warning("taking over %s from %s: %s", self.output.shown, whose, why)
-        if self.grace:
-            # writes of the other run that checked its claim just before are done by then
+        # writes of the other run that checked its claim just before are done by then
+        self.settled_at = time.monotonic() + self.grace
+        if settle and self.grace:
             time.sleep(self.grace)
         return True
 
@@ -324,6 +335,13 @@ class OutputClaims:
         try:
             for claim in self.claims:
                 self._take(claim)
+            # one wait for every takeover's writes in flight, not one per output
+            wait = max((c.settled_at for c in self.claims), default=0.0) - time.monotonic()
+            if wait > 0:
+                logger.info(
+                    "waiting %.1f s for writes in flight of the runs taken over to end", wait
+                )
+                time.sleep(wait)
         except BaseException:
             self.release()
             raise
@@ -332,7 +350,7 @@ class OutputClaims:
         start = time.monotonic()
         report = start + self.REPORT_EVERY
         while True:
-            other = claim.try_acquire()
+            other = claim.try_acquire(settle=False)
             if other is None:
                 if self.waited:
                     logger.info("%s is this run's now", claim.output.shown)

@@ -413,7 +413,8 @@ class OutputChecks:
         return out
 
     def _all_inputs(self) -> list[tuple[str, Location]]:
-        """Every input as (name, location), those that could not be opened included."""
+        """Every input as (name, location), those that could not be opened included, and
+        the saved models the pipeline's load steps read (``the model of step S``)."""
         found = {name: p.location for name, p in self.inputs.items()}
         raw_inputs = self.doc.data.get("inputs") if isinstance(self.doc.data, dict) else {}
         for name, spec in raw_inputs.items() if isinstance(raw_inputs, dict) else []:
@@ -423,6 +424,15 @@ class OutputChecks:
                 try:
                     found[name] = resolve(spec["path"])
                 except LocationError:  # reported with the input
+                    continue
+        for sid, step in self.steps.items():
+            path = step.spec.with_.get("path") if step.op.family == "load" else None
+            if isinstance(path, str):
+                try:
+                    found[f"the model step {sid} loads"] = resolve(
+                        path, step.spec.with_.get("storage_options")
+                    )
+                except LocationError:  # reported with the step
                     continue
         return list(found.items())
 
@@ -463,6 +473,15 @@ class OutputChecks:
             elif status == "complete" and stored == out.fingerprint:
                 out.action, out.reason = "skip", "complete, same fingerprint"
             elif status == "complete":
+                other = _written_elsewhere(out, self.doc.data.get("name"))
+                if other is not None:
+                    self.problem(
+                        where,
+                        f"{out.spec.path!r} holds {other}, complete; this pipeline replaces "
+                        "only its own outputs (choose another path, or pass --force to "
+                        "replace it)",
+                    )
+                    continue
                 out.action, out.reason = "overwrite", self._outdated(out)
             else:
                 out.action, out.reason = "overwrite", "incomplete"
@@ -476,6 +495,31 @@ class OutputChecks:
         if not changes:
             return "complete but outdated (fingerprint differs)"
         return "complete but outdated: " + "; ".join(changes)
+
+
+def _written_elsewhere(out: OutputPlan, pipeline: Any) -> str | None:
+    """What a complete store at an output's path is when it is not an output of the
+    pipeline named ``pipeline`` (a demo dataset, another pipeline's output, a model saved
+    from Python), in words; None when this pipeline wrote it."""
+    if out.kind not in ("zarr", "model"):
+        return None  # small files (metrics, plots) are rewritten whole, never a dataset
+    from ddr.io import read_attrs
+
+    try:
+        attrs = read_attrs(out.location)
+    except (OSError, ValueError, KeyError):
+        return "a store whose attributes cannot be read"
+    prov = attrs.get("ddr:provenance")
+    name = prov.get("pipeline", {}).get("name") if isinstance(prov, dict) else None
+    if name is not None and name == pipeline:
+        return None
+    if "ddr:demo" in attrs:
+        return "a dataset written by ddr demo-data"
+    if name is not None:
+        return f"an output of the pipeline {name!r}"
+    if "ddr:model" in attrs:
+        return f"a {attrs['ddr:model']} model saved outside a pipeline"
+    return "a store written by ddr outside a pipeline"
 
 
 def _existing(out: OutputPlan) -> tuple[str, str | None]:
