@@ -116,7 +116,7 @@ def resolve(
     ------
     LocationError
         A malformed URL (``s3:/x``, ``S3://x``), an unknown scheme, credentials inside the
-        URL, a URL without a bucket, storage_options given for a local path.
+        URL, a URL without a bucket, storage_options given for a local path, a NUL byte.
     """
     if isinstance(path, Location):
         if storage_options is None:
@@ -127,6 +127,8 @@ def resolve(
         raise TypeError(f"a path must be a str or path-like; got {type(path).__name__}")
     if not text.strip():
         raise LocationError("the path is empty")
+    if "\x00" in text:  # no filesystem or URL holds one; os would refuse it mid-run
+        raise LocationError(f"a path cannot hold a NUL byte (\\x00); got {redact(text)!r}")
     opts = dict(storage_options or {})
     redact_options(opts)  # remember the secrets before anything can fail
     parsed = _scheme_of(text) if not isinstance(path, Path) else None

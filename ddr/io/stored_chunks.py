@@ -21,7 +21,6 @@ list of integers, an unknown codec) is reported the same way by :func:`unreadabl
 from __future__ import annotations
 
 import contextlib
-import itertools
 import math
 import re
 from collections.abc import Iterator
@@ -225,12 +224,23 @@ def _missing(arr: zarr.Array, limit: int | None) -> tuple[list[str], int, int]:
     n_missing = n_chunks - len(present)
     keys: list[str] = []
     if n_missing and limit != 0:
-        for coords in itertools.product(*(range(n) for n in grid)):
+        # in C order, lazily (itertools.product would first hold every range as a tuple)
+        for flat in range(n_chunks):
+            coords = _unravel(flat, grid)
             if coords not in present:
                 keys.append(prefix + encode(coords))
                 if len(keys) == limit or len(keys) == n_missing:
                     break
     return keys, n_missing, n_chunks
+
+
+def _unravel(flat: int, grid: tuple[int, ...]) -> tuple[int, ...]:
+    """The grid position of the ``flat``-th chunk in C order."""
+    coords = []
+    for n in reversed(grid):
+        flat, i = divmod(flat, n)
+        coords.append(i)
+    return tuple(reversed(coords))
 
 
 def missing_chunk_keys(arr: zarr.Array, limit: int | None = None) -> tuple[list[str], int]:
