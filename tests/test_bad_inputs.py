@@ -151,6 +151,7 @@ class Case:
     exit_code: int
     message: str  # a part of the one line that says what is wrong
     where: str | None = None  # "LINE:COL" of the problem in the pipeline file
+    pipeline: bool = True  # a pipeline file (else a cluster config: ddr validate only)
 
 
 def pipeline(text: str, name: str = "bad.yaml") -> Callable[[Path, Path], str]:
@@ -159,6 +160,14 @@ def pipeline(text: str, name: str = "bad.yaml") -> Callable[[Path, Path], str]:
             (here / "demo.zarr").symlink_to(demo)
         (here / name).write_text(text)
         return name
+
+    return build
+
+
+def cluster_config(text: str) -> Callable[[Path, Path], str]:
+    def build(here: Path, demo: Path) -> str:
+        (here / "cluster.yaml").write_text(text)
+        return "cluster.yaml"
 
     return build
 
@@ -276,6 +285,14 @@ CASES = {
         "its Zarr metadata is corrupt: the chunk shape is [0, 8] (shape [400, 8])",
         "5:38",
     ),
+    "cluster-config-bool-as-number": Case(
+        cluster_config("ddr-cluster: 1\nkind: local\nscale: {n: true}\n"),
+        "validate",
+        2,
+        "scale.n: must be an integer, not a boolean; got True",
+        "3:12",
+        pipeline=False,
+    ),
     "model-array-replaced": Case(
         corrupt_model("array"),
         "validate",
@@ -331,7 +348,7 @@ def test_generated_bad_input_is_refused_clearly(name, demo, tmp_path, monkeypatc
     else:
         assert line.startswith("ddr: error: run failed: step "), line
     # the same problem from ddr plan and ddr run, before anything is read
-    if case.command == "validate":
+    if case.command == "validate" and case.pipeline:
         for command in (["plan"], ["run", "--cluster", "threads"]):
             again = invoke([*command, file])
             assert again.exit_code == 2 and case.message in again.output, again.output

@@ -13,13 +13,13 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ddr.cluster.kinds import BACKENDS, backend_class
 from ddr.cluster.worker_env import worker_environment
 from ddr.config.document import Document, load_document
 from ddr.config.errors import Location, PipelineError, Problem
-from ddr.config.validation import Duration, seconds, validate
+from ddr.config.validation import Duration, Int, PositiveInt, seconds, validate
 
 __all__ = ["BUILTIN", "ClusterConfig", "json_schema", "load_cluster_config", "validate_cluster"]
 
@@ -38,10 +38,10 @@ class Scale(_Strict):
 class Adapt(_Strict):
     """``cluster.adapt(...)``: adaptive scaling between bounds."""
 
-    minimum: int | None = None
-    maximum: int | None = None
-    minimum_jobs: int | None = None
-    maximum_jobs: int | None = None
+    minimum: Int | None = None
+    maximum: Int | None = None
+    minimum_jobs: Int | None = None
+    maximum_jobs: Int | None = None
 
 
 class _ClusterBase(_Strict):
@@ -51,7 +51,7 @@ class _ClusterBase(_Strict):
     params: dict[str, Any] = Field(default_factory=dict)
     scale: Scale | None = None
     adapt: Adapt | None = None
-    wait_for_workers: int = Field(
+    wait_for_workers: Int = Field(
         0,
         ge=0,
         description="Wait until this many workers joined before running (batch, Kubernetes "

@@ -86,7 +86,17 @@ class CorruptModelError(ValueError):
         return type(self), (self.part, self.detail, self.path)
 
     def at(self, path: str) -> CorruptModelError:
-        """The same error, naming the model's ``path``."""
+        """The same error, naming the model's path.
+
+        Parameters
+        ----------
+        path : str
+            The model's path or URL as the message shows it.
+
+        Returns
+        -------
+        CorruptModelError
+        """
         return CorruptModelError(self.part, self.detail, path)
 
 
