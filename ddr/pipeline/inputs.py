@@ -40,8 +40,7 @@ def open_pipeline_input(
     Returns the input's plan (its lazy sample-first DataArray, fingerprint and, for Zarr
     inputs, the counted store root and stored bytes), or None when it cannot be used.
     """
-    from ddr.io import MissingChunksError, describe_input, open_input
-    from ddr.io.stored_chunks import InputMetadataError
+    from ddr.io import InputMetadataError, MissingChunksError, describe_input, open_input
     from ddr.io.inputs import missing_message
 
     where = ("inputs", name)
