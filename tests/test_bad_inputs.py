@@ -403,6 +403,15 @@ def test_python_api_names_a_corrupt_model_and_its_part(demo, tmp_path):
         ddr.load(tmp_path / "chunk.zarr")
 
 
+def test_python_api_refuses_chunk_sizes_of_zero_negative_or_bool(demo):
+    from ddr.io import open_input
+
+    for size, said in [(0, "got 0"), (-5, "got -5"), (True, "not a boolean; got True")]:
+        with pytest.raises(ValueError, match=rf"^chunks\['sample'\]: .*{said}$"):
+            open_input(demo, "X", chunks={"sample": size}, protect=False)
+    assert open_input(demo, "X", chunks={"sample": -1}, protect=False).chunks[0] == (400,)
+
+
 def test_python_api_names_corrupt_input_metadata(demo, tmp_path):
     from ddr.io import open_input
     from ddr.io.stored_chunks import InputMetadataError

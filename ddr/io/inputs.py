@@ -24,7 +24,12 @@ import zarr
 from ddr.io.consolidated import check_consolidated
 from ddr.io.csr import csr_blocks, csr_feature_names, is_sparse_group
 from ddr.io.locations import Location, redact, resolve
-from ddr.io.stored_chunks import MissingChunks, check_chunks, unreadable_metadata
+from ddr.io.stored_chunks import (
+    MissingChunks,
+    check_chunks,
+    chunk_size_problem,
+    unreadable_metadata,
+)
 from ddr.io.zarr_chunks import from_zarr
 
 __all__ = ["describe_input", "open_input", "opened_inputs"]
@@ -168,6 +173,9 @@ def open_input(
     if protect:
         _remember(loc)
     if chunks:
+        for dim, size in chunks.items():
+            if (problem := chunk_size_problem(size)) is not None:
+                raise ValueError(f"chunks[{dim!r}]: {problem}")
         unknown = set(chunks) - set(out.dims)
         if unknown:
             raise ValueError(f"chunks names dims {sorted(unknown)} not in {out.dims}")

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 import re
 from collections.abc import Iterator
 from typing import Any, Literal
 
+import numpy as np
 import zarr
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "MissingChunks",
     "MissingChunksError",
     "check_chunks",
+    "chunk_size_problem",
     "check_metadata",
     "missing_chunk_keys",
     "unreadable_metadata",
@@ -145,6 +148,21 @@ class MissingChunksError(ValueError):
     def __reduce__(self) -> tuple[Any, ...]:
         # raised in a worker (a chunk gone at read time), unpickled in the client
         return type(self), (self.where, self.array, self.missing, self.n_chunks, self.n_missing)
+
+
+def chunk_size_problem(size: Any) -> str | None:
+    """Why ``size`` cannot be a chunk size along a dim (an int of at least 1, or -1 for the
+    whole dim), or None. A bool is not a size; forms dask reads itself (``"auto"``, a tuple
+    of sizes) are left to dask. The one rule for ``open_input(chunks=...)`` and a pipeline
+    input's ``chunks:`` (where 0 was a ZeroDivisionError)."""
+    if isinstance(size, (bool, np.bool_)):
+        return f"must be an integer, not a boolean; got {size!r}"
+    if isinstance(size, numbers.Integral) and size < 1 and size != -1:
+        return (
+            "a chunk size must be a positive number of elements, or -1 for the whole dim; "
+            f"got {size}"
+        )
+    return None
 
 
 def _stored_grid(arr: zarr.Array) -> tuple[int, ...]:

@@ -89,11 +89,11 @@ def _check_slice(value: str) -> str:
 
 
 def _check_chunk(value: int) -> int:
-    if value < 1 and value != -1:
-        raise ValueError(
-            f"a chunk size must be a positive number of elements, or -1 for the whole dim; "
-            f"got {value}"
-        )
+    from ddr.io.stored_chunks import chunk_size_problem
+
+    problem = chunk_size_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
     return value
 
 
