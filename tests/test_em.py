@@ -189,3 +189,84 @@ def test_dask_input_with_several_chunks_gives_the_numpy_fit(rng):
     with dask.config.set(scheduler="threads"):
         got = fit_em(da.from_array(X, chunks=(101, -1)), Mixture(), EMState(START), **kw)
     np.testing.assert_allclose(got.loglik, ref.loglik, rtol=1e-12)
+
+
+def _fitted(m):
+    return {
+        k: np.asarray(v)
+        for k, v in vars(m).items()
+        if k.endswith("_") and not k.startswith("_") and isinstance(v, (np.ndarray, float, int))
+    }
+
+
+@pytest.mark.parametrize("name", ["FactorAnalysis", "PLSA", "PCA-randomized"])
+def test_fits_are_bit_identical_between_runs_on_a_cluster(client, rng, name):
+    """The engine's tasks align the arrays distributed hands them (the parameters in the
+    graph, per-row parameters and blocks sent between workers) before they multiply them:
+    two fits on the same cluster and chunking give the same bits, and so does the threaded
+    scheduler. PPCA's test is in test_ppca.py; this covers the other EM fits, FactorAnalysis
+    (PPCASums with a noise variance per feature) and pLSA (per-row parameters kept beside
+    the blocks between passes), and a multi-pass fit of another kind (randomized PCA, whose
+    basis enters the graph as its own key: its results differed by 1e-13 before)."""
+    if name == "FactorAnalysis":
+        X = rng.standard_normal((6000, 4)) @ rng.standard_normal((4, 30)) + rng.normal(
+            0, 1, (6000, 30)
+        )
+        make = lambda: ddr.FactorAnalysis(4, max_iter=15, tol=0)  # noqa: E731
+    elif name == "PLSA":
+        topics = rng.dirichlet(np.full(40, 0.1), size=3)
+        mixtures = rng.dirichlet(np.full(3, 0.3), size=2000)
+        X = np.array([rng.multinomial(60, m @ topics) for m in mixtures]).astype(np.float64)
+        make = lambda: ddr.PLSA(3, random_state=0, max_iter=15, tol=0.0)  # noqa: E731
+    else:
+        X = rng.standard_normal((8000, 30)) @ rng.standard_normal((30, 30)) + 3
+        make = lambda: ddr.PCA(5, solver="randomized", random_state=0)  # noqa: E731
+    arr = da.from_array(X, chunks=(500, -1))
+    fits = []
+    for scheduler in (None, None, "threads"):
+        with dask.config.set(scheduler=scheduler or client):
+            m = make().fit(arr)
+            fits.append((_fitted(m), np.asarray(m.transform(arr))))
+    (ref, out), *others = fits
+    for attrs, got in others:
+        assert attrs.keys() == ref.keys()
+        for key, value in ref.items():
+            np.testing.assert_array_equal(attrs[key], value, err_msg=key)
+        np.testing.assert_array_equal(got, out)
+
+
+def _misaligned(a):
+    buf = np.empty(a.nbytes + 16, dtype=np.uint8)
+    start = (-buf.ctypes.data) % 8 + 5
+    out = buf[start : start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+def test_engine_aligns_what_a_task_gets(rng):
+    """``ddr.stats.engine.aligned``: misaligned arrays in a block, a spec's options (a
+    dataclass such as PPCA's parameters, or a bare basis) and nested containers are copied
+    aligned, with the same values; what is aligned already is given back as it is. (What a
+    misaligned array does to PPCA's sums: test_ppca.py.)"""
+    from ddr.stats.engine import aligned
+    from ddr.stats.ppca_sums import PPCAParams, PPCASums
+    from ddr.stats.sketch import CentredProduct
+
+    W, mu, V = rng.standard_normal((30, 4)), rng.standard_normal(30), rng.standard_normal((30, 6))
+    ok = (W, [mu], {"v": V}, PPCASums.spec(params=PPCAParams(W, mu, 1.0)))
+    assert aligned(ok) is ok  # nothing copied
+    odd_params = PPCAParams(_misaligned(W), _misaligned(mu), 1.0)
+    odd = (
+        _misaligned(W),
+        [_misaligned(mu)],
+        {"v": _misaligned(V)},
+        PPCASums.spec(params=odd_params),
+        CentredProduct.spec(basis=_misaligned(V)),
+    )
+    got = aligned(odd)
+    np.testing.assert_array_equal(got[0], W)
+    assert got[0].flags.aligned and got[1][0].flags.aligned and got[2]["v"].flags.aligned
+    params = dict(got[3].options)["params"]
+    assert params.W.flags.aligned and params.mu.flags.aligned and params.s2 == 1.0
+    np.testing.assert_array_equal(params.W, W)
+    assert dict(got[4].options)["basis"].flags.aligned

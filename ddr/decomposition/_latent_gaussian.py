@@ -24,6 +24,7 @@ from sklearn.utils.validation import check_is_fitted
 from ddr.base import DDRMixin, fit_context, map_rows
 from ddr.em import EMState, fit_em
 from ddr.stats._input import Rows, is_dask, is_xarray
+from ddr.stats.engine import aligned
 from ddr.stats.ppca_sums import PPCAParams, PPCASums, complete_posterior, row_posterior
 
 __all__ = ["LatentGaussianModel", "loglik_from_moments", "m_step"]
@@ -80,6 +81,9 @@ _MAP_ROWS = 4096
 
 
 def _by_rows(fn: Any, X: np.ndarray, *args: Any) -> np.ndarray:
+    # the fitted arrays and the block as a worker got them may be misaligned, which
+    # changes numpy's rounding (ddr.stats.engine.aligned): results would vary between runs
+    X, args = aligned((X, args))
     if X.shape[0] <= _MAP_ROWS:
         return fn(X, *args)
     return np.concatenate(
@@ -133,7 +137,8 @@ def _impute_block(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any) -> np.n
 
 
 def _inverse_block(Z: np.ndarray, W: np.ndarray, mu: np.ndarray) -> np.ndarray:
-    return np.asarray(Z, dtype=np.float64) @ W.T + mu
+    Z, W, mu = aligned((np.asarray(Z, dtype=np.float64), W, mu))
+    return Z @ W.T + mu
 
 
 # ------------------------------------------------------------ the client side

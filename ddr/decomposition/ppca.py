@@ -43,6 +43,7 @@ from ddr.em import EMState
 from ddr.linalg.signs import component_signs
 from ddr.stats import Moments, compute, lazy
 from ddr.stats._input import Rows
+from ddr.stats.engine import aligned
 from ddr.stats.pairwise_moments import PairwiseMoments
 from ddr.stats.ppca_sums import PPCAParams
 
@@ -221,6 +222,7 @@ class PPCA(LatentGaussianModel, ClassNamePrefixFeaturesOutMixin, TransformerMixi
         )
 
     def _finish_closed_form(self, mom: Moments, q: int) -> PPCA:
+        mom = aligned(mom)  # as a message brought it: see ddr.stats.engine.aligned
         S = mom.covariance(ddof=0)
         d = S.shape[0]
         lam, U = linalg.eigh(S)
