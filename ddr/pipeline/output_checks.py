@@ -426,12 +426,12 @@ class OutputChecks:
                 except LocationError:  # reported with the input
                     continue
         for sid, step in self.steps.items():
-            path = step.spec.with_.get("path") if step.op.family == "load" else None
-            if isinstance(path, str):
+            if sid in self.bad_steps or step.op.family != "load":
+                continue
+            path, options = step.spec.with_.get("path"), step.spec.with_.get("storage_options")
+            if isinstance(path, str) and (options is None or isinstance(options, dict)):
                 try:
-                    found[f"the model step {sid} loads"] = resolve(
-                        path, step.spec.with_.get("storage_options")
-                    )
+                    found[f"the model step {sid} loads"] = resolve(path, options)
                 except LocationError:  # reported with the step
                     continue
         return list(found.items())
