@@ -271,8 +271,11 @@ def run(
         text = result.format()
         typer.echo(text if not code else text.splitlines()[0])
         if summary_file is not None:
+            from ddr.pipeline.summary import written_to
+
             where_log = f", log: {_rel(str(log_file))}" if log_file else ""
-            typer.echo(f"summary: {_rel(summary_file.location.url)}{where_log}")
+            # a summary its store did not take went to a local fallback file
+            typer.echo(f"summary: {_rel(written_to(summary_file.location).url)}{where_log}")
     if code:
         raise typer.Exit(code)
 
@@ -341,6 +344,7 @@ def _run_claimed(
     from ddr.cluster import ClusterError, cluster_client
     from ddr.config.errors import RunError
     from ddr.io.locations import redact
+    from ddr.io.request_bounds import interrupt_requests
     from ddr.pipeline.runner import run_plan
     from ddr.pipeline.summary import RunSummary
 
@@ -355,7 +359,6 @@ def _run_claimed(
     result: RunSummary | None = None
     code = 0
     closing = None
-    ran = False
     try:
         started = time.perf_counter()
         with cluster_client(config) as handle:
@@ -363,7 +366,6 @@ def _run_claimed(
             log.info("running %s on %s", plan.pipeline.name, handle.description)
             if handle.client is not None:
                 watch_cluster(handle.client, shown, own_workers=config.kind == "local")
-            ran = True
             try:
                 result = run_plan(plan, argv=argv, clock=clock, claims=claims)
             except KeyboardInterrupt:
@@ -377,26 +379,36 @@ def _run_claimed(
     except RunError as exc:
         log.error("run failed: %s", redact(str(exc)))
         log.debug("where it failed:", exc_info=True)
-        code = 1
-    except KeyboardInterrupt:
+        result, code = _carried_summary(exc), 1
+    except KeyboardInterrupt as exc:
+        interrupt_requests()  # releasing claims, writing the summary: seconds at most
         log.error("interrupted; outputs being written stay marked incomplete")
-        code = 130
+        result, code = _carried_summary(exc), 130
     except Exception as exc:  # the cluster failed to start, a worker died, ...
         log.error("run failed: %s: %s", type(exc).__name__, redact(str(exc)))
         log.debug("where it failed:", exc_info=True)
-        code = 1
+        result, code = _carried_summary(exc), 1
     if closing is not None:
         clock.add("cluster shutdown", time.perf_counter() - closing)
-    if result is None and ran and summary_at:  # failed or interrupted: its summary file
-        try:
-            result = RunSummary.read(summary_at)
-        except (OSError, ValueError, TypeError) as exc:
-            log.warning("could not read the run summary %s: %s", summary_at.shown, redact(str(exc)))
     if result is not None:  # with the whole wall time, now that the cluster is gone
         result.clocked(clock)
-        if summary_at:
+        if summary_at:  # a local fallback when it cannot go there, said once
             result.write(summary_at)
     return result, code
+
+
+def _carried_summary(exc: BaseException) -> Any:
+    """The summary of a run that failed or was interrupted, as ``run_plan`` left it on its
+    exception (never read back from its store, which may be the thing that failed)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        summary = getattr(cur, "ddr_summary", None)
+        if summary is not None:
+            return summary
+        cur = cur.__cause__ or cur.__context__
+    return None
 
 
 # ----------------------------------------------------------------------- validate

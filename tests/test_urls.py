@@ -313,11 +313,14 @@ def test_an_endpoint_that_does_not_answer_times_out(s3):
         with pytest.raises(TimeoutError) as err:
             open_input("s3://ddr-test/x.zarr", "X", storage_options=opts)
         elapsed = time.monotonic() - start
-    assert str(err.value) == (
+    assert str(err.value).startswith(
         f"s3://ddr-test/x.zarr: the storage endpoint did not answer in time (endpoint "
-        f"{endpoint}) while trying to read; check the endpoint URL and the network"
+        f"{endpoint}) while trying to read (5 tries, each 1 s to connect and 1 s for the "
+        "answer; "
     )
-    assert elapsed < 30  # s3fs's 5 tries of 1 s, and its back-off between them
+    assert str(err.value).endswith(" s in all); check the endpoint URL and the network")
+    assert elapsed < 12  # 5 tries of 1 s and the back-off between them (1.9 s); more in
+    # tests/test_store_stalls.py
     # without options the waits are finite too
     config = resolve("s3://b-1/x")._options()["config_kwargs"]
     assert config["read_timeout"] == 30 and config["connect_timeout"] == 5

@@ -19,6 +19,7 @@ logs, error messages), and they never enter the location's text or its compariso
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import os
 import posixpath
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ddr.io.redaction import redact, redact_options, remember_secret
+from ddr.io.request_bounds import DEFAULTS, environment_bounds
 from ddr.io.storage_errors import endpoint_note, require_filesystem, translate
 
 __all__ = [
@@ -66,14 +68,15 @@ _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):(.*)$", re.DOTALL)
 # 14.3 s with it, 6.3 s without; benchmarks/results/object_store.md). Give
 # storage_options={"max_concurrency": 10} for chunks or files above 50 MiB.
 S3_OPTIONS: dict[str, Any] = {"max_concurrency": 1}
-# S3: finite waits, so an endpoint that does not answer is an error, not a hang. s3fs retries
-# timeouts itself (5 times), so botocore does not retry as well: about 5 x 30 s at most for an
-# endpoint that accepts connections and never answers, 5 x 5 s for one that does not accept
-# them. ``config_kwargs`` in storage_options override each.
+# S3: finite waits, so an endpoint that does not answer is an error, not a hang
+# (ddr.io.request_bounds says which; ddr.io.bounded_s3 enforces them). ddr tries a request
+# (``tries``, 5) and botocore makes one attempt per try: its ``max_attempts: 1`` would be one
+# *retry*, and doubled every wait (measured: 10 attempts for one exists()).
+# ``config_kwargs`` and ``tries`` in storage_options, then DDR_S3_* variables, override them.
 S3_TIMEOUTS: dict[str, Any] = {
-    "connect_timeout": 5,
-    "read_timeout": 30,
-    "retries": {"max_attempts": 1},
+    "connect_timeout": DEFAULTS["connect_timeout"],
+    "read_timeout": DEFAULTS["read_timeout"],
+    "retries": {"total_max_attempts": 1},
 }
 
 
@@ -288,7 +291,12 @@ class Location:
         return hash((self.protocol, self.path))
 
     def __reduce__(self) -> Any:
-        return (Location, (self.protocol, self.path, self.storage_options))
+        # the S3 bounds resolved here (from this process's environment) travel with it: a
+        # worker waits as long as the client would
+        options = dict(self.storage_options)
+        if self.protocol == "s3":
+            options.update(self._s3_bounds())
+        return (Location, (self.protocol, self.path, options))
 
     @property
     def shown(self) -> str:
@@ -381,11 +389,22 @@ class Location:
         if self.protocol == "s3":
             for k, v in S3_OPTIONS.items():
                 opts.setdefault(k, v)
-            config = dict(opts.get("config_kwargs") or {})
-            for k, v in S3_TIMEOUTS.items():
-                config.setdefault(k, v)
-            opts["config_kwargs"] = config
+            opts.update(self._s3_bounds())
         return opts
+
+    def _s3_bounds(self) -> dict[str, Any]:
+        """``config_kwargs`` (botocore's timeouts, one attempt per try) and ``tries``: the
+        storage_options' own, else the environment's (DDR_S3_*), else ddr's defaults."""
+        try:
+            env = environment_bounds()
+        except ValueError as exc:
+            raise LocationError(f"{self.url}: {exc}") from None
+        # a copy: botocore changes the ``retries`` it is given (it adds the retry mode)
+        config = copy.deepcopy(dict(self.storage_options.get("config_kwargs") or {}))
+        for k, v in S3_TIMEOUTS.items():
+            config.setdefault(k, env.get(k, copy.deepcopy(v)))
+        tries = self.storage_options.get("tries", env.get("tries", DEFAULTS["tries"]))
+        return {"config_kwargs": config, "tries": int(tries)}
 
     @property
     def fsspec_url(self) -> str:
@@ -403,6 +422,10 @@ class Location:
             return fsspec.filesystem("file")
         require_filesystem(self)
         with self.errors("connect"):
+            if self.protocol == "s3":
+                from ddr.io.bounded_s3 import BoundedS3FileSystem
+
+                return BoundedS3FileSystem(**self._options())
             return fsspec.filesystem(self.protocol, **self._options())
 
     @property
@@ -431,6 +454,11 @@ class Location:
             redact_options(self._options()),
         )
         with self.errors("connect"):
+            if self.protocol == "s3":  # zarr's store on ddr's bounded filesystem
+                from ddr.io.bounded_s3 import BoundedS3FileSystem
+
+                fs = BoundedS3FileSystem(asynchronous=True, **self._options())
+                return FsspecStore(fs=fs, path=self.path, read_only=read_only)
             return FsspecStore.from_url(
                 self.fsspec_url, storage_options=self._options(), read_only=read_only
             )

@@ -2,7 +2,8 @@
 
 Used by :meth:`ddr.io.locations.Location.errors`: missing credentials and refused ones
 (``PermissionError``), a missing bucket (``FileNotFoundError``), an endpoint that does not
-answer (``TimeoutError``) or refuses connections (``ConnectionError``), a scheme whose
+answer within ddr's bounds (``TimeoutError``, saying how long it was waited for:
+:mod:`ddr.io.request_bounds`) or refuses connections (``ConnectionError``), a scheme whose
 filesystem is not installed (``ImportError`` naming ``ddr[cloud]``). Every message is redacted.
 """
 
@@ -13,6 +14,7 @@ import os
 from typing import TYPE_CHECKING
 
 from ddr.io.redaction import redact
+from ddr.io.request_bounds import StoreNotAnswering
 
 if TYPE_CHECKING:
     from ddr.io.locations import Location
@@ -49,6 +51,8 @@ def endpoint_note(loc: Location) -> str:
 
 
 def _is_timeout(exc: BaseException) -> bool:
+    if any(isinstance(e, StoreNotAnswering) for e in _chain(exc)):
+        return True
     names = {type(e).__name__ for e in _chain(exc)}
     timeouts = {
         "TimeoutError",
@@ -85,9 +89,11 @@ def translate(loc: Location, action: str, exc: Exception) -> Exception | None:
             "storage_options"
         )
     if _is_timeout(exc):
+        waits = next((e.why for e in _chain(exc) if isinstance(e, StoreNotAnswering)), "")
         return TimeoutError(
             f"{loc.url}: the storage endpoint did not answer in time{endpoint_note(loc)} while "
-            f"trying to {action}; check the endpoint URL and the network"
+            f"trying to {action}{f' ({waits})' if waits else ''}; check the endpoint URL and "
+            "the network"
         )
     if (
         "EndpointConnectionError" in names

@@ -591,14 +591,17 @@ def _run_claimed(
     try:
         with limits, _as_current(runner.client), report:
             summary = runner.run()
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            from ddr.io.request_bounds import interrupt_requests
+
+            interrupt_requests()  # what is left to do cannot wait on a store for long
+        # the caller (``ddr run``) takes the summary from here, not back from its store
+        exc.ddr_summary = runner.summary  # type: ignore[attr-defined]
+        raise
     finally:
-        if summary_at is not None:
-            try:
-                runner.summary.write(summary_at)
-            except OSError as exc:
-                logger.warning(
-                    "could not write the run summary %s: %s", summary_at.shown, redact(str(exc))
-                )
+        if summary_at is not None:  # to a local fallback when it cannot go there
+            runner.summary.write(summary_at)
     return summary
 
 

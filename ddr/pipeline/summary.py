@@ -4,18 +4,33 @@ Printed by ``ddr run`` (:meth:`RunSummary.format`) and written as JSON (``run.su
 ``--summary``). Passes are *measured*: chunk bytes read from each stored input in every
 process, divided by its stored size; each task's read counts once, however often a lost
 worker made dask run it (the bytes read again are reported apart, ``read_again``).
+
+A summary that cannot be written where it should go (a store that stopped answering, a full
+disk) is written to a local fallback file instead, and a warning says where
+(:meth:`RunSummary.write`, :func:`written_to`): a run never loses its summary, nor fails
+for it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-__all__ = ["OutputResult", "RunClock", "RunSummary", "StepResult"]
+__all__ = ["OutputResult", "RunClock", "RunSummary", "StepResult", "written_to"]
+
+logger = logging.getLogger("ddr.pipeline.summary")
+
+# summaries this process could not write where they should go -> where they went instead
+_FALLBACKS: dict[Any, Any] = {}
+_fallback_lock = threading.Lock()
 
 
 @dataclass
@@ -102,12 +117,76 @@ class RunSummary:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def write(self, path: Any) -> None:
+    def write(self, path: Any) -> Any:
         """Write the summary as JSON to a local path, a URL or a
-        :class:`~ddr.io.locations.Location` (whole or not at all; secrets redacted)."""
+        :class:`~ddr.io.locations.Location` (whole or not at all; secrets redacted).
+
+        When it cannot be written there (the store does not answer, the disk is full, ...),
+        it goes to a local fallback file, and one warning says why and where; this
+        process's later writes to ``path`` go to that file (:func:`written_to`). Never
+        raises for the write: the summary reports a run, and cannot fail it.
+
+        Returns
+        -------
+        Location or None
+            Where the summary is; None when the fallback could not be written either (an
+            error says so).
+        """
+        from ddr.io.locations import resolve
+
+        target = resolve(path)
+        moved = _FALLBACKS.get(target)
+        if moved is None:
+            try:
+                self._write_to(target)
+                return target
+            except Exception as exc:  # whatever the storage raised: the fallback takes it
+                return self._write_fallback(target, exc)
+        try:
+            self._write_to(moved)
+            return moved
+        except Exception as exc:
+            logger.error("could not write the run summary %s either: %s", moved.shown, exc)
+            return None
+
+    def _write_to(self, where: Any) -> None:
         from ddr.pipeline.reports import write_json
 
-        write_json(path, self.to_dict(), None)
+        write_json(where, self.to_dict(), None)
+
+    def _write_fallback(self, target: Any, exc: Exception) -> Any:
+        """Write to a local file in the working directory (else the temporary directory)
+        after writing to ``target`` failed with ``exc``; say so once."""
+        from ddr.io.locations import redact, resolve
+
+        why = _without_prefix(redact(str(exc)) or type(exc).__name__, target.url)
+        given = Path(target.path)
+        stamp = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+        name = f"{given.stem or 'run-summary'}.fallback-{stamp}{given.suffix or '.json'}"
+        failed = []
+        for folder in (os.getcwd(), tempfile.gettempdir()):
+            moved = resolve(os.path.join(folder, name))
+            try:
+                self._write_to(moved)
+            except Exception as again:
+                failed.append(f"{moved.shown}: {redact(str(again))}")
+                continue
+            with _fallback_lock:
+                _FALLBACKS[target] = moved
+            logger.warning(
+                "could not write the run summary to %s: %s; wrote it to %s instead",
+                target.shown,
+                why,
+                moved.shown,
+            )
+            return moved
+        logger.error(
+            "could not write the run summary to %s: %s; nor to a local file: %s",
+            target.shown,
+            why,
+            "; ".join(failed),
+        )
+        return None
 
     @classmethod
     def read(cls, path: Any) -> RunSummary:
@@ -163,6 +242,20 @@ class RunSummary:
                 "above)"
             )
         return "\n".join(lines)
+
+
+def written_to(path: Any) -> Any:
+    """Where this process's run summaries for ``path`` (a path, URL or Location) are: the
+    local fallback file after a write there failed, else ``path``'s location."""
+    from ddr.io.locations import resolve
+
+    target = resolve(path)
+    return _FALLBACKS.get(target, target)
+
+
+def _without_prefix(text: str, url: str) -> str:
+    """An error message without the ``"<url>: "`` it starts with (the caller names it)."""
+    return text[len(url) + 2 :] if text.startswith(f"{url}: ") else text
 
 
 def _fmt_passes(passes: dict[str, float]) -> str:
