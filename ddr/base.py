@@ -25,6 +25,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ddr.stats._checks import block_start, check_rows, rows_at, sum_is_finite
 from ddr.stats._input import Rows, align_to_rows, as_rows, is_sparse
+from ddr.stats.engine import aligned
 
 __all__ = [
     "FEATURE",
@@ -452,10 +453,9 @@ def map_rows(
         Said after the refusal of NaN (what to use instead).
     """
     X = rows.data
-    if check is not None:
-        fn = functools.partial(
-            _checked_block, fn=fn, check=check, nan_ok=allow_nan, what=method, hint=hint
-        )
+    fn = functools.partial(
+        _checked_block, fn=fn, check=check, nan_ok=allow_nan, what=method, hint=hint
+    )
     if rows.is_lazy:
         # big fitted arrays go into the graph once, as their own keys, not into every task
         args = tuple(
@@ -503,14 +503,18 @@ def _checked_block(
     X: Any,
     *args: Any,
     fn: Callable[..., np.ndarray],
-    check: str,
+    check: str | None,
     nan_ok: bool,
     what: str,
     hint: str,
     block_info: dict[Any, Any] | None = None,
 ) -> np.ndarray:
     """``fn(X, *args)`` with :func:`check_rows` of ``X`` first (``check="input"``) or of its
-    output (``check="output"``)."""
+    output (``check="output"``), its arguments aligned (:func:`ddr.stats.engine.aligned`:
+    arrays a worker received may start at odd bytes, where numpy rounds another way)."""
+    args = aligned(args)
+    if check is None:
+        return fn(X, *args)
     start = block_start(block_info)
     if check == "input":
         check_rows(X, start, what, hint, nan_ok=nan_ok)

@@ -19,8 +19,12 @@ def rng() -> np.random.Generator:
 
 @pytest.fixture(scope="session")
 def cluster_client():
-    """A 2-worker x 1-thread LocalCluster shared by the session (the machine has 2 cores)."""
-    from distributed import Client, LocalCluster
+    """A 2-worker x 1-thread LocalCluster shared by the session (the machine has 2 cores),
+    with ddr's client (it pickles to None in the config nannies hand to the workers they
+    restart, so a worker lost in a test comes back)."""
+    from distributed import LocalCluster
+
+    from ddr.cluster.backend import make_client
 
     with (
         LocalCluster(
@@ -30,7 +34,7 @@ def cluster_client():
             memory_limit="1GiB",
             dashboard_address=":0",  # None still tries 8787, which may be taken
         ) as cluster,
-        Client(cluster, set_as_default=False) as client,
+        make_client(cluster, set_as_default=False) as client,
     ):
         yield client
 
