@@ -20,7 +20,9 @@ those of a request, and remembers endpoints that went silent.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
+import threading
 import time
 from typing import Any
 
@@ -41,6 +43,9 @@ SEND_RATE = 2**20  # bytes per second
 _POLL = 0.2  # seconds between looks at a try's deadline (an interrupt can shorten it)
 # what an unanswered try raises: botocore's, the deadline's (asyncio's) and ddr's own
 _NO_ANSWER = (ReadTimeoutError, ConnectTimeoutError, asyncio.TimeoutError, StoreNotAnswering)
+# (loop, client) of the asynchronous instances' sessions, closed at exit
+_open_sessions: list[tuple[Any, Any]] = []
+_sessions_lock = threading.Lock()
 
 
 class _Stop(StoreNotAnswering):
@@ -63,6 +68,7 @@ class BoundedS3FileSystem(S3FileSystem):
     def __init__(self, *args: Any, tries: int = int(DEFAULTS["tries"]), **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.tries = int(tries)
+        self._closed_at_exit: Any = None  # the session closed at exit (asynchronous only)
         # s3fs's loops around a request (a read and its body, a download) try as often
         self.retries = self.tries
 
@@ -76,6 +82,7 @@ class BoundedS3FileSystem(S3FileSystem):
         answered, :class:`StoreNotAnswering` naming the object, the endpoint and the waits,
         which s3fs's outer loops do not try again."""
         await self.set_session()
+        self._close_at_exit()
         s3 = await self.get_s3(kwargs.get("Bucket"))
         call = getattr(s3, method)
         extra = self._get_s3_method_kwargs(call, *akwarglist, **kwargs)
@@ -103,6 +110,21 @@ class BoundedS3FileSystem(S3FileSystem):
         request_bounds.answered(endpoint)
         return out
 
+    def _close_at_exit(self) -> None:
+        """Close an asynchronous instance's session (zarr's store) at exit, on the loop it
+        runs on: s3fs does it for blocking instances only, and aiohttp then complains of an
+        unclosed session when the process ends."""
+        creator = getattr(self, "_s3creator", None)
+        if not self.asynchronous or creator is None or self._closed_at_exit is creator:
+            return
+        self._closed_at_exit = creator
+        with _sessions_lock:
+            if not _open_sessions:
+                # registered after zarr's own exit handler, so it runs first: zarr closes
+                # the loop these sessions live on
+                atexit.register(_close_sessions)
+            _open_sessions.append((asyncio.get_running_loop(), creator))
+
     # s3fs binds its blocking call_s3 to its own _call_s3 (fsspec mirrors the other methods
     # by name): ddr's claims call it directly
     call_s3 = sync_wrapper(_call_s3)
@@ -117,6 +139,15 @@ class BoundedS3FileSystem(S3FileSystem):
             endpoint=endpoint,
             quiet=quiet,
         )
+
+
+def _close_sessions() -> None:
+    """At exit: close the sessions of asynchronous instances (see ``_close_at_exit``)."""
+    with _sessions_lock:
+        found = list(_open_sessions)
+        _open_sessions.clear()
+    for loop, creator in found:
+        S3FileSystem.close_session(loop, creator)
 
 
 class _BoundedTries:
