@@ -126,11 +126,17 @@ def test_a_read_from_an_endpoint_that_never_answers_ends_within_the_bound(silent
         f"{silent.url}) while trying to read (2 tries, each 1 s to connect and 1 s for the "
         "answer; "
     )
-    # the endpoint is silent now: the next request fails at once, without a connection
+    # the endpoint is silent now: for read_timeout (1 s) requests fail at once, without a
+    # connection; then one gets one try of connect_timeout (1 s)
     start = time.monotonic()
-    with pytest.raises(TimeoutError, match="did not answer an earlier request"):
+    with pytest.raises(TimeoutError, match="not asked: it did not answer an earlier request"):
         loc.exists()
     assert time.monotonic() - start < 0.5 and len(silent.accepted) == 2
+    time.sleep(1)
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"\(1 try of 1 s, as it had not answered\)"):
+        loc.exists()
+    assert time.monotonic() - start < 1 + 1 and len(silent.accepted) == 3
 
 
 def test_a_write_to_a_stopped_server_ends_within_the_bound(server, bounds):

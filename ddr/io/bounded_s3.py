@@ -96,7 +96,7 @@ class BoundedS3FileSystem(S3FileSystem):
             )
             raise self._not_answering(what, endpoint, why, quiet=silent)
         # one try of connect_timeout at most: the endpoint may be back, or the run is ending
-        short = "Ctrl-C came" if hurried else "it had not answered before" if silent else ""
+        short = "Ctrl-C came" if hurried else "" if silent is None else "it had not answered"
         tries, limit = (1, connect) if short else (self.tries, connect + read)
         attempt = _BoundedTries(call, endpoint, limit, hurry=connect)
         logger.debug("%s on %s: tries %d, each %.3g s at most", what, endpoint, tries, limit)
