@@ -90,11 +90,8 @@ class BoundedS3FileSystem(S3FileSystem):
         connect, read = self._timeouts()
         silent = request_bounds.silence(endpoint)
         hurried = request_bounds.interrupted_at() is not None
-        if silent is not None and (silent > 0 or hurried):
-            why = "not asked: it did not answer an earlier request" + (
-                ", and Ctrl-C came" if hurried else f"; it is asked again in {silent:.1f} s"
-            )
-            raise self._not_answering(what, endpoint, why, quiet=silent)
+        if silent is not None and (silent.left > 0 or hurried):
+            raise self._not_asked(what, endpoint, silent, hurried)
         # one try of connect_timeout at most: the endpoint may be back, or the run is ending
         short = "Ctrl-C came" if hurried else "" if silent is None else "it had not answered"
         tries, limit = (1, connect) if short else (self.tries, connect + read)
@@ -104,8 +101,8 @@ class BoundedS3FileSystem(S3FileSystem):
         try:
             out = await _error_wrapper(attempt, kwargs=extra, retries=tries)
         except _NO_ANSWER as exc:
-            request_bounds.make_silent(endpoint, read)
             why = _waits(attempt.made, time.monotonic() - started, connect, read, short, exc)
+            request_bounds.make_silent(endpoint, read, why)
             raise self._not_answering(what, endpoint, why, quiet=read) from exc
         request_bounds.answered(endpoint)
         return out
@@ -128,6 +125,17 @@ class BoundedS3FileSystem(S3FileSystem):
     # s3fs binds its blocking call_s3 to its own _call_s3 (fsspec mirrors the other methods
     # by name): ddr's claims call it directly
     call_s3 = sync_wrapper(_call_s3)
+
+    @classmethod
+    def _not_asked(
+        cls, what: str, endpoint: str, silent: request_bounds.Silence, hurried: bool
+    ) -> Exception:
+        """The error of a request not made: its endpoint went silent for an earlier one."""
+        ago = time.monotonic() - silent.since
+        why = f"not asked: it did not answer a request {ago:.1f} s ago"
+        why += f" ({silent.why})" if silent.why else ""
+        why += ", and Ctrl-C came" if hurried else f"; asked again in {silent.left:.1f} s"
+        return cls._not_answering(what, endpoint, why, quiet=silent.left)
 
     @staticmethod
     def _not_answering(what: str, endpoint: str, why: str, *, quiet: float) -> Exception:
@@ -193,9 +201,9 @@ class _BoundedTries:
         interrupted = request_bounds.interrupted_at()
         if interrupted is not None:
             found.append(max(interrupted, self.begun))
-        silent = request_bounds.silent_since(self.endpoint)
-        if silent is not None and silent >= self.begun:
-            found.append(silent)
+        silent = request_bounds.silence(self.endpoint)
+        if silent is not None and silent.since >= self.begun:
+            found.append(silent.since)
         return min(found) if found else None
 
 

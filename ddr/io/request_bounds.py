@@ -32,6 +32,7 @@ import math
 import os
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
@@ -42,9 +43,9 @@ __all__ = [
     "environment_bounds",
     "interrupt_requests",
     "interrupted_at",
+    "Silence",
     "make_silent",
     "silence",
-    "silent_since",
 ]
 
 #: the bounds when nothing else is given
@@ -57,7 +58,7 @@ ENVIRONMENT: dict[str, str] = {
 }
 
 _lock = threading.Lock()
-_silent: dict[str, tuple[float, float]] = {}  # endpoint -> (since, not asked until): monotonic
+_silent: dict[str, Silence] = {}  # endpoint -> how it went silent
 _interrupted: list[float] = []  # when Ctrl-C came (time.monotonic), if it did
 
 
@@ -94,7 +95,7 @@ class StoreNotAnswering(ConnectionError):
 def _arrived(cls: type[StoreNotAnswering], message: str, state: dict[str, Any]) -> Any:
     """A :class:`StoreNotAnswering` from another process: its endpoint is silent here too."""
     if state.get("endpoint") and state.get("quiet"):
-        make_silent(state["endpoint"], float(state["quiet"]))
+        make_silent(state["endpoint"], float(state["quiet"]), state.get("why", ""))
     return cls(message, **state)
 
 
@@ -135,13 +136,41 @@ def interrupted_at() -> float | None:
     return _interrupted[0] if _interrupted else None
 
 
-def make_silent(endpoint: str, quiet: float) -> None:
-    """A request to ``endpoint`` went unanswered through all its tries: requests to it fail
-    at once for ``quiet`` seconds, then get one short try each until one is answered."""
+@dataclass(frozen=True)
+class Silence:
+    """An endpoint that did not answer a request through all its tries.
+
+    Attributes
+    ----------
+    since : float
+        When it went silent in this process (``time.monotonic``).
+    until : float
+        Until when requests to it fail at once (then one short try each).
+    why : str
+        How long the request that made it silent waited (for messages).
+    """
+
+    since: float
+    until: float
+    why: str
+
+    @property
+    def left(self) -> float:
+        """Seconds it is not asked any more (0 once requests may try again)."""
+        return max(self.until - time.monotonic(), 0.0)
+
+
+def make_silent(endpoint: str, quiet: float, why: str = "") -> None:
+    """A request to ``endpoint`` went unanswered through all its tries (``why``: how long
+    it waited): requests to it fail at once for ``quiet`` seconds, then get one short try
+    each until one is answered."""
     now = time.monotonic()
     with _lock:
-        since, until = _silent.get(endpoint, (now, now))
-        _silent[endpoint] = (since, max(until, now + quiet))
+        known = _silent.get(endpoint)
+        if known is None:
+            _silent[endpoint] = Silence(now, now + quiet, why)
+        else:
+            _silent[endpoint] = Silence(known.since, max(known.until, now + quiet), known.why)
 
 
 def answered(endpoint: str) -> None:
@@ -151,14 +180,6 @@ def answered(endpoint: str) -> None:
             _silent.pop(endpoint, None)
 
 
-def silence(endpoint: str) -> float | None:
-    """For a silent endpoint, the seconds it is not asked (0 once requests may try
-    again); None for one that is not silent."""
-    found = _silent.get(endpoint)
-    return None if found is None else max(found[1] - time.monotonic(), 0.0)
-
-
-def silent_since(endpoint: str) -> float | None:
-    """When ``endpoint`` went silent (``time.monotonic``), or None."""
-    found = _silent.get(endpoint)
-    return None if found is None else found[0]
+def silence(endpoint: str) -> Silence | None:
+    """How ``endpoint`` went silent, or None when it answers."""
+    return _silent.get(endpoint)
