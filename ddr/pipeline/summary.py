@@ -146,7 +146,10 @@ class RunSummary:
             self._write_to(moved)
             return moved
         except Exception as exc:
-            logger.error("could not write the run summary %s either: %s", moved.shown, exc)
+            from ddr.io.locations import redact
+
+            why = redact(str(exc))
+            logger.error("could not write the run summary to %s either: %s", moved.shown, why)
             return None
 
     def _write_to(self, where: Any) -> None:
