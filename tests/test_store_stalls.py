@@ -308,6 +308,40 @@ def test_ddr_inspect_of_an_endpoint_that_never_answers(silent, tmp_path):
     assert elapsed < READ_BOUND + 5  # the interpreter's start-up included
 
 
+def test_ctrl_c_ends_a_command_waiting_on_its_first_request(silent, tmp_path):
+    """The main thread's wait for fsspec's IO thread is interruptible: with the default
+    bounds (the request would wait 5 x 30 s), SIGINT ends ``ddr inspect`` at once."""
+    env = {**os.environ, "AWS_ENDPOINT_URL": silent.url, "AWS_ACCESS_KEY_ID": "k"}
+    env.update(AWS_SECRET_ACCESS_KEY="s", AWS_DEFAULT_REGION="us-east-1")
+    for var in BOUNDS:
+        env.pop(var, None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ddr.cli", "inspect", "s3://bucket/out/scores.zarr"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_sigint,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not silent.accepted and time.monotonic() < deadline:  # the request is sent
+            time.sleep(0.05)
+        assert silent.accepted, "ddr inspect never reached the endpoint"
+        proc.send_signal(signal.SIGINT)
+        start = time.monotonic()
+        _, err = proc.communicate(timeout=30)
+        elapsed = time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert elapsed < 3, err
+    assert "Traceback" not in err
+
+
 def _default_sigint() -> None:
     """A subprocess started from a shell without job control inherits SIGINT ignored."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
