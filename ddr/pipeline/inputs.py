@@ -88,7 +88,11 @@ def open_pipeline_input(
         )
         return None
     root, stored = None, None
-    counted = _counted(arr, loc, spec.array, spec.missing_chunks if check_chunks else "fill")
+    try:
+        counted = _counted(arr, loc, spec.array, spec.missing_chunks if check_chunks else "fill")
+    except OSError as exc:  # the store stopped answering since the input was opened
+        problem((*where, "path"), f"input {name}: {exc}")
+        return None
     if counted is not None:
         arr, root, stored = counted
     if spec.isel:
