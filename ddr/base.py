@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from numbers import Integral
 from typing import Any, ClassVar, Literal
 
 import dask
@@ -26,25 +25,24 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ddr.stats._checks import block_start, check_rows, rows_at, sum_is_finite
 from ddr.stats._input import Rows, align_to_rows, as_rows, is_sparse
 from ddr.stats.engine import aligned
+from ddr.tags import FEATURE, DDRTags, TransformerTags, check_estimator_class, get_ddr_tags
 
 __all__ = [
     "FEATURE",
     "DDRMixin",
+    "DDRTags",
     "FitPlan",
     "InvalidParameterError",
     "check_rows",
     "fit_context",
+    "get_ddr_tags",
     "map_rows",
-    "rank_limit",
 ]
 
 #: scikit-learn's decorator for ``fit``, ``partial_fit`` and ``_fit_plan``: the parameters are
 #: checked against ``_parameter_constraints`` (and :meth:`DDRMixin._check_param_combination`)
 #: before anything else happens.
 fit_context = _fit_context(prefer_skip_nested_validation=True)
-
-#: Placeholder for "the feature dim of the training data" in ``_xarray_dims``.
-FEATURE = "__feature__"
 
 
 @dataclass(frozen=True)
@@ -124,31 +122,39 @@ class DDRMixin:
     """The parameter contract, input handling, blockwise output and persistence shared by
     ddr estimators.
 
-    What a subclass declares (class attributes and small hooks; the pipeline layer asks
-    these, never a table of class names):
+    What a subclass declares (the pipeline layer asks these, never a table of class names):
 
     - ``_parameter_constraints``: scikit-learn's declaration of every constructor parameter
       (``Interval``, ``StrOptions``, ``"boolean"``, ``"array-like"``, ``None``, ...). It is
       the one place parameters are described: ``fit`` checks it (``fit_context``), and
       ``ddr validate``/``plan``, ``ddr schema`` and ``ddr ops`` are generated from it.
     - :meth:`_check_param_combination`: constraints between parameters, checked with them.
-    - ``_xarray_dims``: for fitted attributes with a feature or class axis, the dims
-      :meth:`as_xarray` gives them (``FEATURE`` stands for the training data's feature dim),
-      e.g. ``{"components_": ("component", FEATURE)}``.
-    - :meth:`_fit_plan` for fits that are one pass of statistics, and
-      :meth:`_output_width`, :meth:`_n_components_limit`, :meth:`_saved_output_width` for
-      what a pipeline can know before reading data;
-    - :meth:`_translation_invariant_output` for models that do not depend on the data's
-      origin.
+    - ``__ddr_tags__()``: what the rest of ddr knows of the estimator (:class:`ddr.tags.DDRTags`:
+      passes and statistics of the fit, output width, component names, fitted attributes'
+      dims, ...), built per instance as scikit-learn's ``__sklearn_tags__``: each class
+      adds to ``super().__ddr_tags__()``. Required facts (``fit.passes``,
+      ``fit.statistics``, a transformer's ``transformer.width``) are checked when the class
+      is defined, for a default instance: a class that forgets one fails at import, naming
+      it. Family bases that are not estimators by themselves set ``_abstract_estimator``.
+    - :meth:`_fit_plan` for fits that are one pass of statistics.
     """
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {}
-    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {}
-    #: what the columns of ``transform`` are called in plots: ``"PC"`` gives PC1, PC2, ...
-    _component_prefix: ClassVar[str | None] = None
-    #: the fitted attribute holding the log-likelihood per EM iteration (the ``loglik`` plot
-    #: of a pipeline draws it), for estimators fitted by :func:`ddr.em.fit_em`
-    _loglik_attribute: ClassVar[str | None] = None
+    #: True (in its own class body) for a family base that is not an estimator by itself:
+    #: its tags are checked in its subclasses
+    _abstract_estimator: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _check_declared(cls)
+
+    # ------------------------------------------------------------------- tags
+    def __ddr_tags__(self) -> DDRTags:
+        """The facts of this estimator (defaults; subclasses add theirs to ``super()``'s)."""
+        tags = DDRTags()
+        if callable(getattr(self, "transform", None)):
+            tags.transformer = TransformerTags()
+        return tags
 
     # ------------------------------------------------------------- parameters
     def _validate_params(self) -> None:
@@ -166,39 +172,6 @@ class DDRMixin:
         """Constraints between parameters that need no data (none here); raise
         :class:`InvalidParameterError` naming the parameters."""
 
-    # -------------------------------------------------- what a pipeline can ask
-    @classmethod
-    def _output_width(
-        cls, params: dict[str, Any], n_samples: int | None, n_features: int | None
-    ) -> int | None:
-        """Columns of ``transform``'s output from the parameters (defaults filled in) and
-        the input's shape, or None when only the fit can tell. Default: an int
-        ``n_components``."""
-        nc = params.get("n_components")
-        if isinstance(nc, Integral) and not isinstance(nc, bool):
-            return int(nc)
-        return None
-
-    @classmethod
-    def _n_components_limit(
-        cls, n_samples: int | None, n_features: int | None
-    ) -> tuple[int, str] | None:
-        """The largest ``n_components`` data of this shape allows, with the reason, or None
-        (no limit, or unknown)."""
-        return None
-
-    def _translation_invariant_output(self) -> str | None:
-        """The method whose output does not change when the data the model is fitted on and
-        applied to move by one constant vector (the model is translation-equivariant), or
-        None. The common test suite checks it on data at a 1e8 offset."""
-        return None
-
-    @classmethod
-    def _saved_output_width(cls, state: dict[str, Any]) -> int | None:
-        """Columns of ``transform``'s output of a saved model, from its stored state."""
-        n = state.get("n_components_")
-        return n if isinstance(n, int) else None
-
     # ---------------------------------------------------------- one-pass fits
     def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan | None:
         """The fit as one lazy pass of statistics plus a client-side solve, or None.
@@ -208,28 +181,6 @@ class DDRMixin:
         the default (None) and are fitted with ``fit``.
         """
         return None
-
-    @classmethod
-    def _component_name(cls, i: int, output: str = "data") -> str:
-        """The name of column ``i`` (from 0) of the ``output`` of ``transform``, for axes of
-        plots: ``PC1`` for PCA (``_component_prefix``), ``component 1`` by default."""
-        return f"{cls._component_prefix}{i + 1}" if cls._component_prefix else f"component {i + 1}"
-
-    def _fit_passes(self, n_samples: int, n_features: int) -> int | None:
-        """How many times a multi-pass ``fit`` reads an X of this shape, when that is known
-        before fitting (``ddr plan`` prints it); None when it is decided while fitting (EM
-        stops when it converges). One-pass fits are known from :meth:`_fit_plan`."""
-        return None
-
-    def _pass_statistics(self, n_features: int) -> list[tuple[Any, int]]:
-        """The statistics of the widest pass ``fit`` makes over ``n_features`` columns, each
-        as ``(StatSpec, width it accumulates)``, for memory estimates made before a run
-        (:mod:`ddr.pipeline.memory`). The default, a full :class:`~ddr.stats.Moments` of the
-        input, holds for the covariance-based fits; other estimators override it.
-        """
-        from ddr.stats import Moments
-
-        return [(Moments.spec(), n_features)]
 
     # ------------------------------------------------------------------ input
     def _rows(
@@ -346,21 +297,22 @@ class DDRMixin:
         Parameters
         ----------
         name : str
-            A fitted attribute listed in the estimator's ``_xarray_dims``.
+            A fitted attribute listed in the estimator's ``xarray_dims`` tag.
         """
         import xarray as xr
 
         check_is_fitted(self)
-        if name not in self._xarray_dims:
+        declared = get_ddr_tags(self).xarray_dims
+        if name not in declared:
             raise ValueError(
                 f"{type(self).__name__}.as_xarray: {name!r} is not available; valid names are "
-                f"{sorted(self._xarray_dims)}"
+                f"{sorted(declared)}"
             )
         value = np.asarray(getattr(self, name))
         fdim = getattr(self, "feature_dim_", "feature")
-        dims = tuple(fdim if d == FEATURE else d for d in self._xarray_dims[name])
+        dims = tuple(fdim if d == FEATURE else d for d in declared[name])
         coords: dict[str, Any] = {}
-        if FEATURE in self._xarray_dims[name] and hasattr(self, "feature_coords_"):
+        if FEATURE in declared[name] and hasattr(self, "feature_coords_"):
             coords[fdim] = self.feature_coords_
         if "class" in dims and hasattr(self, "classes_"):
             coords["class"] = self.classes_
@@ -388,12 +340,18 @@ class DDRMixin:
         save_model(self, path, if_exists=if_exists, storage_options=storage_options)
 
 
-def rank_limit(cls: type, n_samples: int | None, n_features: int | None) -> tuple[int, str] | None:
-    """``_n_components_limit`` of estimators whose components span the data:
-    ``min(n_samples, n_features)`` (assign with ``classmethod(rank_limit)``)."""
-    if not (n_samples and n_features):
-        return None
-    return min(n_samples, n_features), f"min(n_samples={n_samples}, n_features={n_features})"
+def _check_declared(cls: type) -> None:
+    """At class definition: the tags of a default instance declare every required fact.
+
+    Skipped for family bases (``_abstract_estimator`` in their own body), classes with
+    abstract methods, classes without ``fit``, and classes that need constructor arguments
+    (their tags are checked when registered and by the conformance suites).
+    """
+    if cls.__dict__.get("_abstract_estimator", False) or not callable(getattr(cls, "fit", None)):
+        return
+    if any(getattr(getattr(cls, n, None), "__isabstractmethod__", False) for n in dir(cls)):
+        return
+    check_estimator_class(cls)
 
 
 def _is_lazy_or_xarray(X: Any) -> bool:

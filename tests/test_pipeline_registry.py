@@ -14,6 +14,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 import ddr
 from ddr.base import DDRMixin
 from ddr.pipeline import registry
+from ddr.tags import DDRTags, fixed_passes, no_statistics
 
 
 def exported_estimators():
@@ -61,6 +62,13 @@ class LateEstimator(DDRMixin, TransformerMixin, BaseEstimator):
 
     def __init__(self, *, scale: float = 1.0) -> None:
         self.scale = scale
+
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        tags.fit.passes = fixed_passes(0)
+        tags.fit.statistics = no_statistics
+        tags.transformer.width = lambda n_samples, n_features: n_features
+        return tags
 
     def fit(self, X, y=None):
         return self

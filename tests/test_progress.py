@@ -16,6 +16,7 @@ import pytest
 import ddr
 from ddr._log import BarHandler, bar_line, console
 from ddr.progress import PROGRESS_ATTR, Passes, Progress
+from ddr.tags import get_ddr_tags
 
 
 def progress_records(caplog) -> list[tuple[str, Progress]]:
@@ -48,7 +49,7 @@ def test_randomized_pca_reports_every_pass(wide, caplog):
     for i, (message, _) in enumerate(records[1:], start=1):
         assert re.fullmatch(rf"PCA \(randomized solver\): pass {i} of 4 \(\d+\.\d\d s\)", message)
     # the estimator's planned passes are the ones it makes
-    assert ddr.PCA(n_components=4, solver="randomized")._fit_passes(1200, 80) == 4
+    assert get_ddr_tags(ddr.PCA, n_components=4, solver="randomized").fit.passes(1200, 80) == 4
 
 
 def test_randomized_passes_stop_when_the_krylov_space_is_full(rng, caplog):
@@ -56,7 +57,7 @@ def test_randomized_passes_stop_when_the_krylov_space_is_full(rng, caplog):
     X = rng.normal(size=(300, 20))
     pca = ddr.PCA(n_components=3, solver="randomized", n_power_iter=5).fit(X)
     est = ddr.PCA(n_components=3, solver="randomized", n_power_iter=5)
-    assert pca.n_passes_ == est._fit_passes(300, 20) == 2  # 13 + 7 columns fill R^20
+    assert pca.n_passes_ == get_ddr_tags(est).fit.passes(300, 20) == 2  # 13 + 7 fill R^20
     assert [p.done for _, p in progress_records(caplog)] == [0, 1, 2]
 
 
@@ -86,8 +87,8 @@ def test_nystrom_kernel_pca_reports_its_two_passes(rng, caplog):
     assert messages[0].startswith("KernelPCA (Nystrom): 2 passes: 50 landmarks")
     assert messages[1].startswith("KernelPCA (Nystrom): pass 1 of 2")
     assert messages[2].startswith("KernelPCA (Nystrom): pass 2 of 2")
-    assert ddr.KernelPCA(method="nystrom", n_landmarks=50)._fit_passes(600, 5) == 2
-    assert ddr.KernelPCA(method="exact")._fit_passes(600, 5) == 1
+    assert get_ddr_tags(ddr.KernelPCA, method="nystrom", n_landmarks=50).fit.passes(600, 5) == 2
+    assert get_ddr_tags(ddr.KernelPCA, method="exact").fit.passes(600, 5) == 1
 
 
 def test_library_code_never_prints(wide, capsys):

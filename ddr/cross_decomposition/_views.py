@@ -15,9 +15,10 @@ import dask.array as da
 import numpy as np
 from sklearn.utils import check_array
 
-from ddr.base import DDRMixin, FitPlan, fit_context, map_rows, rank_limit
+from ddr.base import DDRMixin, FitPlan, fit_context, map_rows
 from ddr.stats import Moments, lazy
 from ddr.stats._input import Rows, align_by_coordinate, as_rows, is_dask, is_xarray
+from ddr.tags import DDRTags, always, fixed_passes, moments_pass, n_components_width, rank_limit
 
 __all__ = ["TwoViewMixin"]
 
@@ -36,10 +37,25 @@ class TwoViewMixin(DDRMixin):
     ``(weights, mean)`` pairs of X and of Y that map each view to its scores.
     """
 
-    _n_components_limit = classmethod(rank_limit)
+    _abstract_estimator = True
 
-    def _translation_invariant_output(self) -> str | None:
-        return "transform"
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        tags.fit.passes = fixed_passes(1)
+        # the memory check's estimate: a Moments as wide as X (the pass holds [x | y]'s)
+        tags.fit.statistics = moments_pass
+        tags.fit.mergeable = always
+        assert tags.transformer is not None
+        tags.transformer.width = n_components_width(self.n_components)  # type: ignore[attr-defined]
+        tags.transformer.n_components_limit = rank_limit
+        tags.transformer.component_name = self._component_name
+        tags.translation_invariant = "transform"
+        return tags
+
+    def _component_name(self, i: int, output: str) -> str:
+        """Column ``i`` of the scores of X (``output="data"``) or of Y (``"y_data"``)."""
+        view = "Y" if output == "y_data" else "X"
+        return f"{view} {self._score_name} {i + 1}"
 
     # ----------------------------------------------------------------- inputs
     def _y_rows(self, y: Any, rows: Rows, sample_dim: Hashable | None) -> Rows:

@@ -30,6 +30,7 @@ from ddr.base import FEATURE
 from ddr.cross_decomposition._views import TwoViewMixin
 from ddr.linalg.signs import component_signs
 from ddr.stats import Moments
+from ddr.tags import DDRTags
 
 __all__ = ["CCA"]
 
@@ -83,18 +84,18 @@ class CCA(TwoViewMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     same rows; dask inputs are aligned to the row chunks of X.
     """
 
-    @classmethod
-    def _component_name(cls, i: int, output: str = "data") -> str:
-        return f"{'Y' if output == 'y_data' else 'X'} canonical variate {i + 1}"
-
-    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
-        "x_weights_": (FEATURE, "component"),
-        "x_mean_": (FEATURE,),
-    }
+    _score_name = "canonical variate"
 
     def __init__(self, n_components: int = 2, *, reg: float = 0.0) -> None:
         self.n_components = n_components
         self.reg = reg
+
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        tags.fit.solve_params = frozenset({"n_components", "reg"})
+        tags.xarray_dims = {"x_weights_": (FEATURE, "component"), "x_mean_": (FEATURE,)}
+        tags.checks.params = {"n_components": 1}  # one pair of directions of a one-column view
+        return tags
 
     # ----------------------------------------------------------------- inputs
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {

@@ -21,6 +21,7 @@ from ddr.base import FEATURE
 from ddr.cross_decomposition._views import TwoViewMixin
 from ddr.linalg.signs import component_signs
 from ddr.stats import Moments
+from ddr.tags import DDRTags
 
 __all__ = ["PLSSVD"]
 
@@ -56,24 +57,27 @@ class PLSSVD(TwoViewMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     (tested to 1e-10).
     """
 
-    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
-        "x_weights_": (FEATURE, "component"),
-        "x_mean_": (FEATURE,),
-        "x_std_": (FEATURE,),
-    }
+    _score_name = "PLS score"
 
     def __init__(self, n_components: int = 2, *, scale: bool = True) -> None:
         self.n_components = n_components
         self.scale = scale
 
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        tags.fit.solve_params = frozenset({"n_components", "scale"})
+        tags.xarray_dims = {
+            "x_weights_": (FEATURE, "component"),
+            "x_mean_": (FEATURE,),
+            "x_std_": (FEATURE,),
+        }
+        tags.checks.params = {"n_components": 1}  # one pair of directions of a one-column view
+        return tags
+
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "scale": ["boolean"],
     }
-
-    @classmethod
-    def _component_name(cls, i: int, output: str = "data") -> str:
-        return f"{'Y' if output == 'y_data' else 'X'} PLS score {i + 1}"
 
     def _check_width(self, n_samples: int, dx: int, dy: int) -> int:
         k, bound = int(self.n_components), min(n_samples, dx, dy)

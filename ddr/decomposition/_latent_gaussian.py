@@ -16,16 +16,17 @@ from collections.abc import Hashable
 from numbers import Integral
 from typing import Any, ClassVar, NamedTuple
 
-import dask.array as da
 import numpy as np
 from scipy import linalg
 from sklearn.utils.validation import check_is_fitted
 
-from ddr.base import DDRMixin, fit_context, map_rows
+from ddr.base import fit_context, map_rows
 from ddr.em import EMState, fit_em
-from ddr.stats._input import Rows, is_dask, is_xarray
+from ddr.families import Blockwise, ComponentTransformer, LogLikelihoodScore
+from ddr.stats._input import Rows
 from ddr.stats.engine import aligned
 from ddr.stats.ppca_sums import PPCAParams, PPCASums, complete_posterior, row_posterior
+from ddr.tags import DDRTags, unknown_passes
 
 __all__ = ["LatentGaussianModel", "loglik_from_moments", "m_step"]
 
@@ -233,19 +234,41 @@ class _EMProblem:
         return m_step(sums, params.mu, self.floor, diagonal=not params.isotropic)
 
 
-class LatentGaussianModel(DDRMixin):
+class LatentGaussianModel(
+    LogLikelihoodScore,
+    ComponentTransformer,
+    # transform takes return_cov (a tuple out): not wrapped by scikit-learn's set_output,
+    # as before this base was a transformer
+    auto_wrap_output_keys=None,
+):
     """Fit by EM and read-outs of ``x = W z + mu + e`` (PPCA and factor analysis).
 
     Subclasses hold the model in their own fitted attributes and define four methods:
     ``_model() -> PPCAParams`` (the fitted model back from them), ``_set_model(params)``
     (store a fitted model in them), ``_check_shape(n_samples, n_features) -> q`` (the number
     of components, or a ValueError) and ``_start(rows, q) -> EMState`` (where EM starts, one
-    pass over the data); everything else is here. ``_loglik_attribute`` names the fitted
-    attribute that holds the log-likelihood per EM iteration; ``_em_what`` prefixes the
-    progress records. ``tol``, ``max_iter`` and ``warm_start`` are their parameters.
+    pass over the data); everything else is here. Their tags' ``loglik_attribute`` names
+    the fitted attribute that holds the log-likelihood per EM iteration; ``_em_what``
+    prefixes the progress records. ``tol``, ``max_iter`` and ``warm_start`` are their
+    parameters.
     """
 
+    _abstract_estimator = True
     _em_what: ClassVar[str] = "EM"
+
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        tags.fit.passes = unknown_passes  # EM stops when it converges
+        tags.fit.statistics = self._widest_pass
+        tags.translation_invariant = "transform"
+        return tags
+
+    @property
+    def _curve_name(self) -> str:
+        """The fitted attribute of the log-likelihood per EM iteration."""
+        name = self.__ddr_tags__().loglik_attribute
+        assert name is not None
+        return name
 
     # ---------------------------------------------------------------------- fit
     @fit_context
@@ -273,7 +296,7 @@ class LatentGaussianModel(DDRMixin):
         self._fit_em(rows, q, resume)
         return self
 
-    def _pass_statistics(self, n_features: int) -> list[tuple[Any, int]]:
+    def _widest_pass(self, n_features: int) -> list[tuple[Any, int]]:
         """The E-step sums of an EM iteration (with missing entries, the widest case)."""
         q = self.n_components if isinstance(self.n_components, Integral) else n_features
         q = max(1, min(int(q), n_features))
@@ -285,7 +308,7 @@ class LatentGaussianModel(DDRMixin):
         from (take it before the new data reset ``n_features_in_``); else None."""
         if not (getattr(self, "warm_start", False) and hasattr(self, "n_iter_")):
             return None
-        curve = tuple(float(v) for v in np.asarray(getattr(self, self._loglik_attribute)))
+        curve = tuple(float(v) for v in np.asarray(getattr(self, self._curve_name)))
         return EMState(self._model(), curve, int(self.n_iter_))
 
     def _fit_em(self, rows: Rows, q: int, resume: EMState | None) -> None:
@@ -311,7 +334,7 @@ class LatentGaussianModel(DDRMixin):
         )
         self._set_model(state.params)
         self.n_iter_ = state.n_iter
-        setattr(self, self._loglik_attribute, np.asarray(state.loglik))
+        setattr(self, self._curve_name, np.asarray(state.loglik))
 
     def _check_columns(self, count: np.ndarray) -> None:
         empty = np.flatnonzero(count == 0)
@@ -324,10 +347,6 @@ class LatentGaussianModel(DDRMixin):
             )
 
     # ----------------------------------------------------------------- read-outs
-    @property
-    def _n_features_out(self) -> int:
-        return self.n_components_
-
     def _args(self) -> tuple[np.ndarray, np.ndarray, Any]:
         params = self._model()
         return params.W, params.mu, params.s2
@@ -373,18 +392,11 @@ class LatentGaussianModel(DDRMixin):
             component_)`` for xarray input).
         """
         rows = self._rows(X, reset=False, sample_dim=sample_dim, allow_nan=True)
-        Z = map_rows(
-            rows,
-            _transform_block,
-            n_out=self.n_components_,
-            dtype=np.float64,
-            new_dim="component",
-            name=f"{self._key_prefix()}_transform",
-            args=self._args(),
-            check="output",
-            allow_nan=True,
-            method=f"{type(self).__name__}.transform",
+        name = f"{self._key_prefix()}_transform"
+        block = Blockwise(
+            _transform_block, self._args(), np.float64, name, coords=False, allow_nan=True
         )
+        Z = self._project(rows, block)
         if not return_cov:
             return Z
         return Z, self._covariances(rows)
@@ -436,18 +448,8 @@ class LatentGaussianModel(DDRMixin):
         """
         rows = self._component_rows(X, sample_dim=sample_dim)
         W, mu, _ = self._args()
-        return map_rows(
-            rows,
-            _inverse_block,
-            n_out=self.n_features_in_,
-            dtype=np.float64,
-            new_dim=getattr(self, "feature_dim_", None) or "feature",
-            new_coords=getattr(self, "feature_coords_", None),
-            name=f"{self._key_prefix()}_inverse",
-            args=(W, mu),
-            check="output",
-            method=f"{type(self).__name__}.inverse_transform",
-        )
+        name = f"{self._key_prefix()}_inverse"
+        return self._reconstruct(rows, Blockwise(_inverse_block, (W, mu), np.float64, name))
 
     def impute(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
         """X with every NaN replaced by ``E[x_missing | x_observed]`` under the model, blockwise.
@@ -515,27 +517,3 @@ class LatentGaussianModel(DDRMixin):
             allow_nan=True,
             method=f"{type(self).__name__}.score_samples",
         )
-
-    def score(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> float:
-        """Mean log-likelihood of the rows (of their observed entries).
-
-        Parameters
-        ----------
-        X : array-like, dask array or DataArray of shape (n_samples, n_features)
-            NaN marks missing entries.
-        y : None
-            Ignored.
-        sample_dim : hashable, optional
-            The sample dim of a DataArray X (default: its first dim).
-
-        Returns
-        -------
-        float
-            The mean over the rows of :meth:`score_samples`.
-        """
-        ll = self.score_samples(X, sample_dim=sample_dim)
-        if is_xarray(ll):
-            ll = ll.data
-        if is_dask(ll):
-            return float(da.mean(ll).compute())
-        return float(np.mean(ll))

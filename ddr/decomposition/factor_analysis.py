@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from scipy import linalg
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.base import BaseEstimator
 from sklearn.decomposition._factor_analysis import _ortho_rotation
 from sklearn.utils._param_validation import Interval, StrOptions
 
@@ -49,6 +49,7 @@ from ddr.stats import compute
 from ddr.stats._input import Rows
 from ddr.stats.pairwise_moments import PairwiseMoments
 from ddr.stats.ppca_sums import PPCAParams
+from ddr.tags import DDRTags, n_components_limit
 
 __all__ = ["FactorAnalysis", "fit_covariance"]
 
@@ -124,9 +125,11 @@ def _canonical(W: np.ndarray, psi: np.ndarray) -> np.ndarray:
     return Wc * component_signs(Wc, axis=0)
 
 
-class FactorAnalysis(
-    LatentGaussianModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
-):
+def _input_width(n_samples: Any, n_features: Any) -> Any:
+    return n_features
+
+
+class FactorAnalysis(LatentGaussianModel, BaseEstimator):
     """Factor analysis fitted by distributed EM; missing values (NaN) allowed.
 
     Parameters
@@ -172,14 +175,7 @@ class FactorAnalysis(
     would be 0 and the likelihood unbounded.
     """
 
-    _component_prefix: ClassVar[str | None] = "F"
-    _loglik_attribute: ClassVar[str | None] = "loglike_"
     _em_what: ClassVar[str] = "FactorAnalysis (EM)"
-    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
-        "components_": ("component", FEATURE),
-        "mean_": (FEATURE,),
-        "noise_variance_": (FEATURE,),
-    }
 
     def __init__(
         self,
@@ -207,22 +203,20 @@ class FactorAnalysis(
         "warm_start": ["boolean"],
     }
 
-    @classmethod
-    def _output_width(
-        cls, params: dict[str, Any], n_samples: int | None, n_features: int | None
-    ) -> int | None:
-        if params.get("n_components") is None:
-            return n_features
-        return super()._output_width(params, n_samples, n_features)
-
-    @classmethod
-    def _n_components_limit(
-        cls, n_samples: int | None, n_features: int | None
-    ) -> tuple[int, str] | None:
-        return (n_features, f"n_features={n_features}") if n_features else None
-
-    def _translation_invariant_output(self) -> str | None:
-        return "transform"
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        assert tags.transformer is not None
+        if self.n_components is None:  # one factor per feature
+            tags.transformer.width = _input_width
+        tags.transformer.component_prefix = "F"
+        tags.transformer.n_components_limit = n_components_limit("n_features")
+        tags.loglik_attribute = "loglike_"
+        tags.xarray_dims = {
+            "components_": ("component", FEATURE),
+            "mean_": (FEATURE,),
+            "noise_variance_": (FEATURE,),
+        }
+        return tags
 
     # ---------------------------------------------------------------------- fit
     def _check_shape(self, n_samples: int, n_features: int) -> int:

@@ -34,11 +34,12 @@ from typing import Any, ClassVar
 import dask
 import numpy as np
 from scipy import linalg
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ddr.base import FEATURE, DDRMixin, InvalidParameterError, fit_context, map_rows
+from ddr.base import FEATURE, InvalidParameterError, fit_context
+from ddr.families import Blockwise, ComponentTransformer
 from ddr.linalg.kernels import KERNELS, KernelSpec, make_kernel, pairwise_kernel
 from ddr.linalg.nystrom import (
     LANDMARK_METHODS,
@@ -52,6 +53,8 @@ from ddr.linalg.nystrom import (
 from ddr.linalg.signs import component_signs
 from ddr.progress import Passes
 from ddr.stats import compute
+from ddr.stats._input import Rows
+from ddr.tags import DDRTags, n_components_limit
 
 __all__ = ["DENSE_MAX_SAMPLES", "EXACT_MAX_SAMPLES", "KernelPCA"]
 
@@ -129,7 +132,7 @@ def _top_eigenpairs(
     return lam, vecs, smallest
 
 
-class KernelPCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class KernelPCA(ComponentTransformer, BaseEstimator):
     """Kernel principal component analysis, exact or by the Nystrom method, out-of-core.
 
     Parameters
@@ -213,12 +216,6 @@ default="linear"
     xarray input).
     """
 
-    _component_prefix: ClassVar[str | None] = "KPC"
-    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
-        "landmarks_": ("landmark", FEATURE),
-        "X_fit_": ("sample", FEATURE),
-    }
-
     def __init__(
         self,
         n_components: int | None = None,
@@ -271,14 +268,19 @@ default="linear"
                 f"{self.kernel_params!r} instead."
             )
 
-    @classmethod
-    def _n_components_limit(
-        cls, n_samples: int | None, n_features: int | None
-    ) -> tuple[int, str] | None:
-        return (n_samples, f"n_samples={n_samples}") if n_samples else None
-
-    def _translation_invariant_output(self) -> str | None:
-        return "transform" if self.kernel in ("rbf", "laplacian") else None
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        tags.fit.passes = self._passes
+        tags.fit.statistics = self._widest_pass
+        if self.method in ("exact", "auto"):
+            tags.fit.loads_data = "exact kernel PCA (small n) holds the data and its Gram matrix"
+        assert tags.transformer is not None
+        tags.transformer.component_prefix = "KPC"
+        tags.transformer.n_components_limit = n_components_limit("n_samples")
+        if self.kernel in ("rbf", "laplacian"):
+            tags.translation_invariant = "transform"
+        tags.xarray_dims = {"landmarks_": ("landmark", FEATURE), "X_fit_": ("sample", FEATURE)}
+        return tags
 
     # --------------------------------------------------------------- validation
     def _method(self, n_samples: int) -> str:
@@ -304,14 +306,14 @@ default="linear"
             )
         return method
 
-    def _fit_passes(self, n_samples: int, n_features: int) -> int | None:
+    def _passes(self, n_samples: int, n_features: int) -> int | None:
         try:
             return 1 if self._method(n_samples) == "exact" else 2
         except (TypeError, ValueError):  # fit says what is wrong
             return None
 
     # ---------------------------------------------------------------------- fit
-    def _pass_statistics(self, n_features: int) -> list[tuple[Any, int]]:
+    def _widest_pass(self, n_features: int) -> list[tuple[Any, int]]:
         """The moments of the Nystrom features: one column per landmark."""
         from ddr.stats import Moments
 
@@ -477,10 +479,6 @@ default="linear"
         self.X_transformed_fit_ = scores
 
     # ---------------------------------------------------------------- transform
-    @property
-    def _n_features_out(self) -> int:
-        return self.n_components_
-
     def _spec(self) -> KernelSpec:
         spec = getattr(self, "_kernel_spec", None)
         if spec is None:  # after load(): rebuild from the parameters
@@ -495,39 +493,22 @@ default="linear"
             self._kernel_spec = spec
         return spec
 
-    def transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
-        """Project rows onto the kernel principal components, blockwise.
-
-        Parameters
-        ----------
-        X : array-like, dask array or DataArray of shape (n_samples, n_features)
-        sample_dim : hashable, optional
-
-        Returns
-        -------
-        ndarray, dask array or DataArray of shape (n_samples, n_components)
-        """
-        rows = self._rows(X, reset=False, sample_dim=sample_dim)
-        return map_rows(
-            rows,
+    def _projection(self, rows: Rows) -> Blockwise:
+        """The kernel scores of the rows against the exact rows or the landmarks."""
+        packed = (
+            self._centres(),
+            self.projection_,
+            self.projection_offset_,
+            self._spec(),
+            self.projection_row_mean_,
+        )
+        return Blockwise(
             _packed_scores,
-            n_out=self.n_components_,
-            dtype=np.float64,
-            new_dim="component",
-            name="kernel_pca_transform",
-            args=(
-                _ship(
-                    (
-                        self._centres(),
-                        self.projection_,
-                        self.projection_offset_,
-                        self._spec(),
-                        self.projection_row_mean_,
-                    ),
-                    rows,
-                ),
-            ),
-            method="KernelPCA.transform",
+            (_ship(packed, rows),),
+            np.float64,
+            "kernel_pca_transform",
+            check="input",
+            coords=False,
         )
 
     def inverse_transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
@@ -554,19 +535,9 @@ default="linear"
                 "at fit time (the pre-image map is learned during fit)"
             )
         rows = self._component_rows(X, sample_dim=sample_dim)
-        fdim = getattr(self, "feature_dim_", None) or "feature"
-        return map_rows(
-            rows,
-            _preimage,
-            n_out=self.n_features_in_,
-            dtype=np.float64,
-            new_dim=fdim,
-            new_coords=getattr(self, "feature_coords_", None),
-            name="kernel_pca_preimage",
-            args=(_ship((self.X_transformed_fit_, self.dual_coef_, self._spec()), rows),),
-            check="output",
-            method="KernelPCA.inverse_transform",
-        )
+        packed = (self.X_transformed_fit_, self.dual_coef_, self._spec())
+        block = Blockwise(_preimage, (_ship(packed, rows),), np.float64, "kernel_pca_preimage")
+        return self._reconstruct(rows, block)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -27,22 +27,30 @@ from typing import Any, ClassVar
 import dask
 import numpy as np
 from scipy import linalg
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from ddr.base import FEATURE, DDRMixin, FitPlan, fit_context, map_rows, rank_limit
+from ddr.base import FEATURE, FitPlan, fit_context, map_rows
 from ddr.decomposition._pca_solvers import (
     Spectrum,
     solve_covariance,
     solve_exact,
     solve_randomized,
 )
+from ddr.families import (
+    Blockwise,
+    FitThenTransform,
+    LinearProjection,
+    LogLikelihoodScore,
+    out_dtype,
+)
 from ddr.linalg.randomized import randomized_passes
 from ddr.stats import Moments, lazy
-from ddr.stats._input import is_dask, is_xarray
+from ddr.stats._input import Rows, is_dask
+from ddr.tags import DDRTags, moments_pass, rank_limit
 
 __all__ = ["AUTO_COVARIANCE_MAX_FEATURES", "FRACTION_MAX_COMPONENTS", "PCA"]
 
@@ -111,7 +119,7 @@ def _covariance_solver(est: PCA) -> bool:
     )
 
 
-class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator):
     """Principal component analysis from passes of mergeable statistics.
 
     Parameters
@@ -179,15 +187,6 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     Data with missing values (NaN) are refused: use :class:`ddr.PPCA`.
     """
 
-    _component_prefix: ClassVar[str | None] = "PC"
-    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
-        "components_": ("component", FEATURE),
-        "mean_": (FEATURE,),
-        "explained_variance_": ("component",),
-        "explained_variance_ratio_": ("component",),
-        "singular_values_": ("component",),
-    }
-
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         "n_components": [
             Interval(Integral, 1, None, closed="left"),
@@ -218,9 +217,34 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         self.n_power_iter = n_power_iter
         self.random_state = random_state
 
-    # ------------------------------------------------------------- parameters
-    _n_components_limit = classmethod(rank_limit)
+    # ------------------------------------------------------------------- tags
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        tags.fit.passes = self._passes
+        tags.fit.statistics = self._widest_pass
+        tags.fit.mergeable = self._mergeable
+        tags.fit.solve_params = frozenset({"n_components", "whiten"})
+        tags.fit.loads_data = (
+            "solver='exact' takes the SVD of the data in memory" if self.solver == "exact" else None
+        )
+        assert tags.transformer is not None
+        tags.transformer.component_prefix = "PC"
+        tags.transformer.n_components_limit = rank_limit
+        tags.translation_invariant = "transform"
+        tags.xarray_dims = {
+            "components_": ("component", FEATURE),
+            "mean_": (FEATURE,),
+            "explained_variance_": ("component",),
+            "explained_variance_ratio_": ("component",),
+            "singular_values_": ("component",),
+        }
+        return tags
 
+    def _mergeable(self, n_samples: Any, n_features: Any) -> bool:
+        """The covariance solver is one pass of Moments (``partial_fit`` merges them)."""
+        return n_features is not None and self._resolve_solver(n_features) == "covariance"
+
+    # ------------------------------------------------------------- parameters
     def _resolve_solver(self, n_features: int) -> str:
         if self.solver != "auto":
             return self.solver
@@ -241,9 +265,6 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
                 f"PCA needs at least 2 samples to estimate a variance; got n_samples={int(n)} "
                 "(1 sample)"
             )
-
-    def _translation_invariant_output(self) -> str | None:
-        return "transform"
 
     # -------------------------------------------------------------------- fit
     @fit_context
@@ -281,11 +302,11 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             _check_complete(rows.data)
         return rows
 
-    def _pass_statistics(self, n_features: int) -> list[tuple[Any, int]]:
+    def _widest_pass(self, n_features: int) -> list[tuple[Any, int]]:
         """Moments for the covariance solver; the randomized solver's passes hold a
         d x (k + n_oversamples) centred product."""
         if self._resolve_solver(n_features) != "randomized":
-            return super()._pass_statistics(n_features)
+            return moments_pass(n_features)
         from ddr.stats.sketch import CentredProduct
 
         k = self.n_components if isinstance(self.n_components, Integral) else n_features
@@ -336,7 +357,7 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         self._check_k(spec.n_samples, d, "randomized")
         return self._set(spec, "randomized", passes=passes, moments=None)
 
-    def _fit_passes(self, n_samples: int, n_features: int) -> int | None:
+    def _passes(self, n_samples: int, n_features: int) -> int | None:
         solver = self._resolve_solver(n_features)
         if solver != "randomized":
             return 1
@@ -442,87 +463,30 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         return self
 
     # -------------------------------------------------------------- transforms
-    @property
-    def _n_features_out(self) -> int:
-        return self.n_components_
-
     def _scale(self) -> np.ndarray | None:
         if not self.whiten:
             return None
         scale = np.sqrt(self.explained_variance_)
         return np.maximum(scale, np.finfo(np.float64).eps)
 
-    def transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
-        """Project X on the principal components (blockwise; lazy for dask input).
-
-        Parameters
-        ----------
-        X : array-like, dask array or DataArray of shape (n_samples, n_features)
-        sample_dim : hashable, optional
-
-        Returns
-        -------
-        X_new : same kind as X, shape (n_samples, n_components)
-            For a DataArray: dims (sample_dim, "component"), the sample coordinate kept.
-        """
+    def _transform_rows(self, X: Any, sample_dim: Hashable | None) -> Rows:
         rows = self._rows(X, reset=False, sample_dim=sample_dim, allow_nan=True)
         if not rows.is_lazy:
             _check_complete(rows.data)
-        dtype = _out_dtype(rows.data.dtype)
-        return map_rows(
-            rows,
-            _transform_block,
-            n_out=self.n_components_,
-            dtype=dtype,
-            new_dim="component",
-            new_coords=np.arange(self.n_components_),
-            name="pca-transform",
-            args=(self.mean_, self.components_, self._scale(), dtype),
-            check="output",
-            method="PCA.transform",
-            hint=_MISSING_HINT,
-        )
+        return rows
 
-    def fit_transform(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> Any:
-        """Fit, then transform X (the fit reads the data; the transform is lazy for dask).
+    def _projection(self, rows: Rows) -> Blockwise:
+        """Scores ``(X - mean_) @ components_.T`` (divided by ``sqrt(explained_variance_)``
+        when whitening), in the input's float dtype."""
+        dtype = out_dtype(rows.data.dtype)
+        args = (self.mean_, self.components_, self._scale(), dtype)
+        return Blockwise(_transform_block, args, dtype, "pca-transform", hint=_MISSING_HINT)
 
-        Parameters
-        ----------
-        X : array-like, dask array or DataArray of shape (n_samples, n_features)
-        y : None
-            Ignored (scikit-learn's signature).
-        sample_dim : hashable, optional
-            The sample dim of a DataArray X (default: its first dim).
-        """
-        return self.fit(X, sample_dim=sample_dim).transform(X, sample_dim=sample_dim)
-
-    def inverse_transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
-        """Map scores back to the feature space (undoing whitening).
-
-        Parameters
-        ----------
-        X : array-like, dask array or DataArray of shape (n_samples, n_components)
-        sample_dim : hashable, optional
-
-        Returns
-        -------
-        X_original : same kind as X, shape (n_samples, n_features)
-        """
-        rows = self._component_rows(X, sample_dim=sample_dim)
-        fdim = getattr(self, "feature_dim_", "feature")
-        dtype = _out_dtype(rows.data.dtype)
-        return map_rows(
-            rows,
-            _inverse_block,
-            n_out=self.n_features_in_,
-            dtype=dtype,
-            new_dim=fdim,
-            new_coords=getattr(self, "feature_coords_", None),
-            name="pca-inverse-transform",
-            args=(self.mean_, self.components_, self._scale(), dtype),
-            check="output",
-            method="PCA.inverse_transform",
-        )
+    def _reconstruction(self, rows: Rows) -> Blockwise:
+        """``(Z * scale) @ components_ + mean_``: whitening undone."""
+        dtype = out_dtype(rows.data.dtype)
+        args = (self.mean_, self.components_, self._scale(), dtype)
+        return Blockwise(_inverse_block, args, dtype, "pca-inverse-transform")
 
     # ------------------------------------------------------ probabilistic PCA
     def _model_spectrum(self) -> tuple[np.ndarray, float]:
@@ -608,31 +572,10 @@ class PCA(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             hint=_MISSING_HINT,
         )
 
-    def score(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> float:
-        """Average log-likelihood of the samples (computes for dask input).
-
-        Parameters
-        ----------
-        X : array-like, dask array or DataArray of shape (n_samples, n_features)
-        y : None
-            Ignored (scikit-learn's signature).
-        sample_dim : hashable, optional
-            The sample dim of a DataArray X (default: its first dim).
-        """
-        ll = self.score_samples(X, sample_dim=sample_dim)
-        if is_xarray(ll):
-            ll = ll.data
-        return float(ll.mean().compute() if is_dask(ll) else np.mean(ll))
-
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
-
-
-def _out_dtype(dtype: Any) -> np.dtype:
-    dtype = np.dtype(dtype)
-    return dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)
 
 
 def _check_complete(X: np.ndarray) -> None:

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from scipy import linalg
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ddr.base import FEATURE, FitPlan, fit_context
@@ -46,6 +46,7 @@ from ddr.stats._input import Rows
 from ddr.stats.engine import aligned
 from ddr.stats.pairwise_moments import PairwiseMoments
 from ddr.stats.ppca_sums import PPCAParams
+from ddr.tags import DDRTags, always, fixed_passes
 
 __all__ = ["PPCA"]
 
@@ -61,7 +62,16 @@ def _canonical(W: np.ndarray, s2: float) -> tuple[np.ndarray, np.ndarray]:
     return (U * component_signs(U, axis=0)).T, S**2 + s2
 
 
-class PPCA(LatentGaussianModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+def _all_but_one(n_samples: Any, n_features: Any) -> int | None:
+    """``n_components=None``: every direction but one (sigma^2 is the discarded one's)."""
+    return n_features - 1 if n_features else None
+
+
+def _all_but_one_limit(n_samples: Any, n_features: Any) -> tuple[int, str] | None:
+    return (n_features - 1, "n_features - 1") if n_features else None
+
+
+class PPCA(LatentGaussianModel, BaseEstimator):
     """Probabilistic PCA fitted by distributed EM (missing values allowed) or in closed form.
 
     Parameters
@@ -117,13 +127,7 @@ class PPCA(LatentGaussianModel, ClassNamePrefixFeaturesOutMixin, TransformerMixi
     log-likelihood 0; a feature with no observed value makes fit raise ValueError.
     """
 
-    _component_prefix: ClassVar[str | None] = "PC"
-    _loglik_attribute: ClassVar[str | None] = "loglik_curve_"
     _em_what: ClassVar[str] = "PPCA (EM)"
-    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
-        "components_": ("component", FEATURE),
-        "mean_": (FEATURE,),
-    }
 
     def __init__(
         self,
@@ -154,24 +158,20 @@ class PPCA(LatentGaussianModel, ClassNamePrefixFeaturesOutMixin, TransformerMixi
         "warm_start": ["boolean"],
     }
 
-    @classmethod
-    def _output_width(
-        cls, params: dict[str, Any], n_samples: int | None, n_features: int | None
-    ) -> int | None:
-        if params.get("n_components") is None:
-            return n_features - 1 if n_features else None
-        return super()._output_width(params, n_samples, n_features)
-
-    @classmethod
-    def _n_components_limit(
-        cls, n_samples: int | None, n_features: int | None
-    ) -> tuple[int, str] | None:
-        if not n_features:
-            return None
-        return n_features - 1, "n_features - 1"
-
-    def _translation_invariant_output(self) -> str | None:
-        return "transform"
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        if self.solver == "closed_form":  # one pass of Moments
+            tags.fit.passes = fixed_passes(1)
+            tags.fit.mergeable = always
+            tags.fit.solve_params = frozenset({"n_components"})
+        assert tags.transformer is not None
+        if self.n_components is None:
+            tags.transformer.width = _all_but_one
+        tags.transformer.component_prefix = "PC"
+        tags.transformer.n_components_limit = _all_but_one_limit
+        tags.loglik_attribute = "loglik_curve_"
+        tags.xarray_dims = {"components_": ("component", FEATURE), "mean_": (FEATURE,)}
+        return tags
 
     # --------------------------------------------------------------- validation
     def _check_shape(self, n_samples: int, n_features: int) -> int:

@@ -17,12 +17,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 
-from ddr.base import FEATURE, DDRMixin, FitPlan, fit_context, map_rows, rank_limit
+from ddr.base import FEATURE, FitPlan, fit_context
 from ddr.decomposition._pca_solvers import svd_flip_rows
+from ddr.families import Blockwise, FitThenTransform, LinearProjection, out_dtype
 from ddr.linalg.randomized import (
     RandomizedEigh,
     initial_basis,
@@ -31,6 +32,8 @@ from ddr.linalg.randomized import (
     randomized_scatter_eigh,
     single_pass_eigh,
 )
+from ddr.stats._input import Rows
+from ddr.tags import DDRTags, rank_limit
 
 __all__ = ["TruncatedSVD"]
 
@@ -48,7 +51,7 @@ def _reconstruct_block(Z: np.ndarray, components: np.ndarray, dtype: Any) -> np.
     return (np.asarray(Z, dtype=np.float64) @ components).astype(dtype, copy=False)
 
 
-class TruncatedSVD(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class TruncatedSVD(FitThenTransform, LinearProjection, BaseEstimator):
     """Truncated SVD without centring (LSA), randomized, over dense or sparse row blocks.
 
     Parameters
@@ -92,21 +95,12 @@ class TruncatedSVD(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
     input and float64 otherwise (dense, even for sparse input, as scikit-learn).
     """
 
-    _component_prefix: ClassVar[str | None] = "SV"
-    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
-        "components_": ("component", FEATURE),
-        "mean_": (FEATURE,),
-        "singular_values_": ("component",),
-        "explained_variance_": ("component",),
-        "explained_variance_ratio_": ("component",),
-    }
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "n_iter": [Interval(Integral, 0, None, closed="left")],
         "n_oversamples": [Interval(Integral, 0, None, closed="left")],
         "random_state": ["random_state"],
     }
-    _n_components_limit = classmethod(rank_limit)
 
     def __init__(
         self,
@@ -121,14 +115,36 @@ class TruncatedSVD(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         self.n_oversamples = n_oversamples
         self.random_state = random_state
 
+    # ------------------------------------------------------------------- tags
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        tags.fit.passes = self._passes
+        tags.fit.statistics = self._widest_pass
+        tags.fit.mergeable = self._one_pass
+        assert tags.transformer is not None
+        tags.transformer.component_prefix = "SV"
+        tags.transformer.n_components_limit = rank_limit
+        tags.xarray_dims = {
+            "components_": ("component", FEATURE),
+            "mean_": (FEATURE,),
+            "singular_values_": ("component",),
+            "explained_variance_": ("component",),
+            "explained_variance_ratio_": ("component",),
+        }
+        return tags
+
     # -------------------------------------------------------------------- fit
     def _width(self, n_features: int) -> int:
         return min(n_features, self.n_components + self.n_oversamples)
 
-    def _fit_passes(self, n_samples: int, n_features: int) -> int | None:
+    def _passes(self, n_samples: int, n_features: int) -> int | None:
         return randomized_passes(n_features, self._width(n_features), self.n_iter)
 
-    def _pass_statistics(self, n_features: int) -> list[tuple[Any, int]]:
+    def _one_pass(self, n_samples: Any, n_features: Any) -> bool:
+        """One pass of GramProduct (mergeable) when the first block spans every feature."""
+        return n_features is not None and self._passes(n_samples, n_features) == 1
+
+    def _widest_pass(self, n_features: int) -> list[tuple[Any, int]]:
         from ddr.stats import GramProduct
 
         basis = np.broadcast_to(0.0, (n_features, self._width(n_features)))  # shape only
@@ -210,87 +226,18 @@ class TruncatedSVD(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         self.n_passes_ = res.passes
         return self
 
-    def fit_transform(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> Any:
-        """Fit, then project X (lazy for dask input).
-
-        Parameters
-        ----------
-        X : array-like, scipy.sparse matrix, dask array or DataArray, shape (n_samples, n_features)
-            The data.
-        y : None
-            Ignored.
-        sample_dim : hashable, optional
-            The sample dim of a DataArray X (default: its first dim).
-
-        Returns
-        -------
-        X_new : same kind as X, shape (n_samples, n_components)
-            The projections.
-        """
-        return self.fit(X, sample_dim=sample_dim).transform(X, sample_dim=sample_dim)
-
     # ------------------------------------------------------------- transforms
-    @property
-    def _n_features_out(self) -> int:
-        return self.n_components_
+    def _projection(self, rows: Rows) -> Blockwise:
+        """``X @ components_.T`` (dense output, even for sparse rows, as scikit-learn)."""
+        dtype = out_dtype(rows.data.dtype)
+        args = (np.ascontiguousarray(self.components_.T), dtype)
+        return Blockwise(_project_block, args, dtype, "truncated-svd-transform")
 
-    def transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
-        """Project X: ``X @ components_.T`` blockwise (lazy for dask input; dense output).
-
-        Parameters
-        ----------
-        X : array-like, scipy.sparse matrix, dask array or DataArray, shape (n_samples, n_features)
-            The data.
-        sample_dim : hashable, optional
-            The sample dim of a DataArray X (default: its first dim).
-
-        Returns
-        -------
-        X_new : same kind as X (numpy for in-memory sparse), shape (n_samples, n_components)
-        """
-        rows = self._rows(X, reset=False, sample_dim=sample_dim)
-        dtype = _out_dtype(rows.data.dtype)
-        return map_rows(
-            rows,
-            _project_block,
-            n_out=self.n_components_,
-            dtype=dtype,
-            new_dim="component",
-            new_coords=np.arange(self.n_components_),
-            name="truncated-svd-transform",
-            args=(np.ascontiguousarray(self.components_.T), dtype),
-            check="output",
-            method="TruncatedSVD.transform",
-        )
-
-    def inverse_transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
-        """Map back to the features: ``X @ components_`` (a rank-``n_components`` approximation).
-
-        Parameters
-        ----------
-        X : array-like, dask array or DataArray of shape (n_samples, n_components)
-            Projections from :meth:`transform`.
-        sample_dim : hashable, optional
-            The sample dim of a DataArray X (default: its first dim).
-
-        Returns
-        -------
-        X_original : same kind as X, shape (n_samples, n_features)
-            The approximation of the data.
-        """
-        rows = self._component_rows(X, sample_dim=sample_dim)
-        dtype = _out_dtype(rows.data.dtype)
-        return map_rows(
-            rows,
-            _reconstruct_block,
-            n_out=self.n_features_in_,
-            dtype=dtype,
-            new_dim=getattr(self, "feature_dim_", "feature"),
-            new_coords=getattr(self, "feature_coords_", None),
-            name="truncated-svd-inverse",
-            args=(self.components_, dtype),
-            check="output",
-            method="TruncatedSVD.inverse_transform",
+    def _reconstruction(self, rows: Rows) -> Blockwise:
+        """``X @ components_``: a rank-``n_components`` approximation of the data."""
+        dtype = out_dtype(rows.data.dtype)
+        return Blockwise(
+            _reconstruct_block, (self.components_, dtype), dtype, "truncated-svd-inverse"
         )
 
     def __sklearn_tags__(self) -> Any:
@@ -298,8 +245,3 @@ class TruncatedSVD(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         tags.input_tags.sparse = True
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
-
-
-def _out_dtype(dtype: Any) -> np.dtype:
-    dtype = np.dtype(dtype)
-    return dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)

@@ -12,9 +12,11 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from ddr.base import DDRMixin, FitPlan, fit_context, map_rows
-from ddr.naive_bayes.categorical import as_category_codes, smoothed_log_probs
+from ddr.families import LogLikelihoodScore
+from ddr.naive_bayes.categorical import CONTINUOUS, as_category_codes, smoothed_log_probs
 from ddr.stats import CategoricalCounts, lazy
-from ddr.stats._input import is_dask, is_xarray
+from ddr.stats._input import is_dask
+from ddr.tags import DDRTags, always, fixed_passes, moments_pass
 
 __all__ = ["CategoricalDensity", "categorical_log_density"]
 
@@ -28,7 +30,7 @@ def categorical_log_density(X: np.ndarray, table: np.ndarray) -> np.ndarray:
     return out
 
 
-class CategoricalDensity(DDRMixin, DensityMixin, BaseEstimator):
+class CategoricalDensity(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator):
     """A product of categorical distributions, one per feature, by (smoothed) maximum likelihood.
 
     ``p(x) = prod_j p_j(x_j)`` with ``p_j(c) = (N_jc + alpha) / (N + alpha K_j)``: the
@@ -66,6 +68,19 @@ class CategoricalDensity(DDRMixin, DensityMixin, BaseEstimator):
     def __init__(self, *, alpha: float = 0.0, min_categories: Any = None) -> None:
         self.alpha = alpha
         self.min_categories = min_categories
+
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        tags.fit.passes = fixed_passes(1)
+        # the memory check's estimate: what it has always been told (the pass holds the
+        # category counts, class x feature x category)
+        tags.fit.statistics = moments_pass
+        tags.fit.mergeable = always
+        tags.fit.solve_params = frozenset({"alpha", "min_categories"})
+        tags.checks.expected_failed_checks = {
+            "check_sample_weight_equivalence_on_dense_data": CONTINUOUS
+        }
+        return tags
 
     @fit_context
     def fit(
@@ -165,26 +180,6 @@ class CategoricalDensity(DDRMixin, DensityMixin, BaseEstimator):
                 name="log_density", args=(self._table(),),
                 method=f"{type(self).__name__}.score_samples",
             )  # fmt: skip
-
-    def score(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> float:
-        """Mean log-likelihood per sample.
-
-        Parameters
-        ----------
-        X : array-like, dask array or DataArray of shape (n_samples, n_features)
-        y : None
-            Ignored (scikit-learn's signature).
-        sample_dim : hashable, optional
-            The sample dim of a DataArray X (default: its first dim).
-
-        Returns
-        -------
-        float
-        """
-        s = self.score_samples(X, sample_dim=sample_dim)
-        if is_xarray(s):
-            s = s.data
-        return float(s.mean().compute() if is_dask(s) else np.mean(s))
 
     def sample(self, n_samples: int = 1, random_state: Any = None) -> np.ndarray:
         """Draw codes, each feature independently from its fitted distribution.

@@ -13,10 +13,17 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from ddr.base import FEATURE, DDRMixin, FitPlan, fit_context, map_rows
+from ddr.families import LogLikelihoodScore
 from ddr.stats import Moments, lazy
-from ddr.stats._input import is_dask, is_xarray
+from ddr.tags import DDRTags, always, fixed_passes, moments_pass
 
-__all__ = ["GaussianDensity", "gaussian_log_density"]
+__all__ = ["WEIGHTS_SINGULAR", "GaussianDensity", "gaussian_log_density"]
+
+#: why scikit-learn's weighted-data check fails for maximum-likelihood covariances
+WEIGHTS_SINGULAR = (
+    "the check's weighted data have fewer samples than features: the maximum-likelihood "
+    "covariance is singular (documented; reg_covar or bandwidth_scaling='none' pass)"
+)
 
 
 def gaussian_log_density(
@@ -30,7 +37,7 @@ def gaussian_log_density(
     return const - 0.5 * np.einsum("ij,ij->i", Z, Z)
 
 
-class GaussianDensity(DDRMixin, DensityMixin, BaseEstimator):
+class GaussianDensity(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator):
     """A multivariate normal fitted by maximum likelihood (or with a ``ddof`` correction).
 
     The fit is one pass of :class:`ddr.stats.Moments` (Chan merge, two-pass accuracy).
@@ -62,8 +69,6 @@ class GaussianDensity(DDRMixin, DensityMixin, BaseEstimator):
     convention).
     """
 
-    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {"mean_": (FEATURE,)}
-
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         "ddof": [Interval(Real, 0, None, closed="left")],
         "reg_covar": [Interval(Real, 0, None, closed="left")],
@@ -73,8 +78,18 @@ class GaussianDensity(DDRMixin, DensityMixin, BaseEstimator):
         self.ddof = ddof
         self.reg_covar = reg_covar
 
-    def _translation_invariant_output(self) -> str | None:
-        return "score_samples"
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        tags.fit.passes = fixed_passes(1)
+        tags.fit.statistics = moments_pass
+        tags.fit.mergeable = always
+        tags.fit.solve_params = frozenset({"ddof", "reg_covar"})
+        tags.translation_invariant = "score_samples"
+        tags.xarray_dims = {"mean_": (FEATURE,)}
+        tags.checks.expected_failed_checks = {
+            "check_sample_weight_equivalence_on_dense_data": WEIGHTS_SINGULAR
+        }
+        return tags
 
     @fit_context
     def fit(
@@ -159,15 +174,9 @@ class GaussianDensity(DDRMixin, DensityMixin, BaseEstimator):
             method=f"{type(self).__name__}.score_samples",
         )  # fmt: skip
 
-    def _sum_and_count(self, X: Any, sample_dim: Hashable | None) -> tuple[float, int]:
-        s = self.score_samples(X, sample_dim=sample_dim)
-        if is_xarray(s):
-            s = s.data
-        n = s.shape[0]
-        return float(s.sum().compute() if is_dask(s) else np.sum(s)), n
-
     def score(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> float:
-        """Mean log-likelihood per sample.
+        """Mean log-likelihood per sample (the total over the rows, divided by their number,
+        as :meth:`bic` and :meth:`aic` sum it).
 
         Parameters
         ----------
@@ -181,7 +190,7 @@ class GaussianDensity(DDRMixin, DensityMixin, BaseEstimator):
         -------
         float
         """
-        total, n = self._sum_and_count(X, sample_dim)
+        total, n = self._total_log_likelihood(X, sample_dim)
         return total / n
 
     def _n_parameters(self) -> int:
@@ -201,7 +210,7 @@ class GaussianDensity(DDRMixin, DensityMixin, BaseEstimator):
         -------
         float
         """
-        total, n = self._sum_and_count(X, sample_dim)
+        total, n = self._total_log_likelihood(X, sample_dim)
         return -2.0 * total + self._n_parameters() * np.log(n)
 
     def aic(self, X: Any, *, sample_dim: Hashable | None = None) -> float:
@@ -217,7 +226,7 @@ class GaussianDensity(DDRMixin, DensityMixin, BaseEstimator):
         -------
         float
         """
-        total, _ = self._sum_and_count(X, sample_dim)
+        total, _ = self._total_log_likelihood(X, sample_dim)
         return -2.0 * total + 2.0 * self._n_parameters()
 
     def sample(self, n_samples: int = 1, random_state: Any = None) -> np.ndarray:

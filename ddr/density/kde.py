@@ -39,8 +39,11 @@ from ddr.density._kernels import (
     log_kernel_sums,
     sample_kernel,
 )
+from ddr.density.gaussian import WEIGHTS_SINGULAR
+from ddr.families import LogLikelihoodScore
 from ddr.stats import Moments, lazy
-from ddr.stats._input import Rows, align_to_rows, is_dask, is_xarray
+from ddr.stats._input import Rows, align_to_rows, is_dask
+from ddr.tags import DDRTags, fixed_passes, moments_pass, unknown_passes
 
 __all__ = ["BINNED_KERNELS", "KernelDensity", "binned_block", "exact_log_sums_block"]
 
@@ -100,7 +103,7 @@ def binned_block(
     return binned_log_sums(Xq, counts, f_grid, origin, spacing, W, h, kernel) + log_norm
 
 
-class KernelDensity(DDRMixin, BaseEstimator):
+class KernelDensity(LogLikelihoodScore, DDRMixin, BaseEstimator):
     """Kernel density estimate in any dimension, exact or binned, on numpy, dask or xarray.
 
     ``p(x) = sum_i w_i K_H(x - x_i) / sum_i w_i`` with one of scikit-learn's kernels
@@ -216,8 +219,16 @@ class KernelDensity(DDRMixin, BaseEstimator):
                     f"positive floats. Got {self.cv_bandwidths!r} instead."
                 )
 
-    def _translation_invariant_output(self) -> str | None:
-        return "score_samples"
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        # one pass of moments (and the lattice); exact "cv" scores held-out rows afterwards
+        tags.fit.passes = unknown_passes if self.bandwidth == "cv" else fixed_passes(1)
+        tags.fit.statistics = moments_pass
+        tags.translation_invariant = "score_samples"
+        tags.checks.expected_failed_checks = {
+            "check_sample_weight_equivalence_on_dense_data": WEIGHTS_SINGULAR
+        }
+        return tags
 
     def _scaling(self) -> str:
         return resolve_scaling(self.bandwidth_scaling, self.bandwidth)
@@ -524,10 +535,7 @@ class KernelDensity(DDRMixin, BaseEstimator):
         -------
         float
         """
-        s = self.score_samples(X, sample_dim=sample_dim)
-        if is_xarray(s):
-            s = s.data
-        return float(s.sum().compute() if is_dask(s) else np.sum(s))
+        return self._total_log_likelihood(X, sample_dim)[0]
 
     # ------------------------------------------------------------------ sample
     def sample(self, n_samples: int = 1, random_state: Any = None) -> np.ndarray:

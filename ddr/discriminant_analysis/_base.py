@@ -20,6 +20,7 @@ from ddr.linalg.signs import component_signs
 from ddr.naive_bayes._base import BaseGenerativeClassifier
 from ddr.stats import ClassMoments
 from ddr.stats.base import Statistic, StatSpec
+from ddr.tags import DDRTags
 
 __all__ = ["SHARED_CONSTRAINTS", "DiscriminantBase", "flip_columns"]
 
@@ -45,8 +46,12 @@ class DiscriminantBase(BaseGenerativeClassifier):
     in the same pass when ``shrinkage="auto"`` needs the Ledoit-Wolf intensity.
     """
 
-    def _translation_invariant_output(self) -> str | None:
-        return "predict_proba"
+    _abstract_estimator = True
+
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        tags.translation_invariant = "predict_proba"
+        return tags
 
     def _check_param_combination(self) -> None:
         if self.solver == "svd" and self.shrinkage is not None:

@@ -15,6 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 from ddr.base import FEATURE, map_rows
 from ddr.discriminant_analysis._base import SHARED_CONSTRAINTS, DiscriminantBase, flip_columns
 from ddr.naive_bayes._base import check_priors, class_log_prior
+from ddr.tags import DDRTags, n_components_limit, n_components_width
 
 __all__ = ["LinearDiscriminantAnalysis", "lda_scores", "lda_transform"]
 
@@ -90,15 +91,6 @@ class LinearDiscriminantAnalysis(
     depends on round-off, as in scikit-learn: use shrinkage.
     """
 
-    _component_prefix: ClassVar[str | None] = "LD"
-    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
-        "means_": ("class", FEATURE),
-        "priors_": ("class",),
-        "class_count_": ("class",),
-        "scalings_": (FEATURE, "component"),
-        "covariance_": (FEATURE, FEATURE + "_2"),
-    }
-
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         "solver": [StrOptions({"svd", "lsqr", "eigen"})],
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
@@ -121,11 +113,23 @@ class LinearDiscriminantAnalysis(
         self.store_covariance = store_covariance
         self.tol = tol
 
-    @classmethod
-    def _n_components_limit(
-        cls, n_samples: int | None, n_features: int | None
-    ) -> tuple[int, str] | None:
-        return (n_features, f"n_features={n_features}") if n_features else None
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        tags.fit.solve_params = frozenset(
+            {"solver", "priors", "n_components", "store_covariance", "tol"}
+        )
+        assert tags.transformer is not None
+        tags.transformer.width = n_components_width(self.n_components)
+        tags.transformer.component_prefix = "LD"
+        tags.transformer.n_components_limit = n_components_limit("n_features")
+        tags.xarray_dims = {
+            "means_": ("class", FEATURE),
+            "priors_": ("class",),
+            "class_count_": ("class",),
+            "scalings_": (FEATURE, "component"),
+            "covariance_": (FEATURE, FEATURE + "_2"),
+        }
+        return tags
 
     def _priors(self) -> np.ndarray:
         return self.priors_

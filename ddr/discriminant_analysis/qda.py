@@ -12,6 +12,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ddr.base import FEATURE
 from ddr.discriminant_analysis._base import SHARED_CONSTRAINTS, DiscriminantBase, flip_columns
 from ddr.naive_bayes._base import check_priors, class_log_prior
+from ddr.tags import DDRTags
 
 __all__ = ["QuadraticDiscriminantAnalysis", "qda_jll"]
 
@@ -83,12 +84,6 @@ class QuadraticDiscriminantAnalysis(DiscriminantBase):
     when ``reg_param > 0`` makes its covariance non-singular.
     """
 
-    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
-        "means_": ("class", FEATURE),
-        "priors_": ("class",),
-        "class_count_": ("class",),
-    }
-
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         "solver": [StrOptions({"svd", "eigen"})],
         "reg_param": [Interval(Real, 0, 1, closed="both")],
@@ -111,6 +106,18 @@ class QuadraticDiscriminantAnalysis(DiscriminantBase):
         self.reg_param = reg_param
         self.store_covariance = store_covariance
         self.tol = tol
+
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        tags.fit.solve_params = frozenset(
+            {"solver", "reg_param", "priors", "store_covariance", "tol"}
+        )
+        tags.xarray_dims = {
+            "means_": ("class", FEATURE),
+            "priors_": ("class",),
+            "class_count_": ("class",),
+        }
+        return tags
 
     def _priors(self) -> np.ndarray:
         return self.priors_

@@ -21,18 +21,21 @@ from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ddr.base import FEATURE, DDRMixin, FitPlan, InvalidParameterError, fit_context, map_rows
+from ddr.base import FEATURE, FitPlan, InvalidParameterError, fit_context
+from ddr.families import Blockwise, ComponentTransformer
 from ddr.linalg.kernels import KERNELS, KernelSpec, make_kernel
 from ddr.linalg.nystrom import fit_nystrom, kernel_scores, lazy_rows
+from ddr.stats._input import Rows
+from ddr.tags import DDRTags, fixed_passes, moments_pass, n_components_limit
 
 __all__ = ["Nystroem"]
 
 
-class Nystroem(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class Nystroem(ComponentTransformer, BaseEstimator):
     """Approximate a kernel map with m landmark rows (the Nystroem method), out of core.
 
     Parameters
@@ -80,11 +83,6 @@ default="rbf"
     eigenvalues clipped with a :class:`~ddr.linalg.kernels.KernelNotPSDWarning`.
     """
 
-    _component_prefix: ClassVar[str | None] = "NY"
-    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
-        "components_": ("landmark", FEATURE),
-    }
-
     def __init__(
         self,
         kernel: Any = "rbf",
@@ -122,21 +120,24 @@ default="rbf"
                 f"{self.kernel_params!r} instead."
             )
 
-    @classmethod
-    def _output_width(
-        cls, params: dict[str, Any], n_samples: int | None, n_features: int | None
-    ) -> int | None:
-        m = int(params["n_components"])
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        tags.fit.passes = fixed_passes(1)  # at most: the chunks holding the landmark rows
+        # (what the memory check has always been told; the pass holds the landmark rows)
+        tags.fit.statistics = moments_pass
+        assert tags.transformer is not None
+        tags.transformer.width = self._width
+        tags.transformer.component_prefix = "NY"
+        tags.transformer.n_components_limit = n_components_limit("n_samples")
+        if self.kernel in ("rbf", "laplacian"):
+            tags.translation_invariant = "transform"
+        tags.xarray_dims = {"components_": ("landmark", FEATURE)}
+        return tags
+
+    def _width(self, n_samples: Any, n_features: Any) -> int:
+        """``n_components`` landmarks, or every row when there are fewer."""
+        m = int(self.n_components)
         return min(m, n_samples) if n_samples else m
-
-    @classmethod
-    def _n_components_limit(
-        cls, n_samples: int | None, n_features: int | None
-    ) -> tuple[int, str] | None:
-        return (n_samples, f"n_samples={n_samples}") if n_samples else None
-
-    def _translation_invariant_output(self) -> str | None:
-        return "transform" if self.kernel in ("rbf", "laplacian") else None
 
     # ---------------------------------------------------------------------- fit
     def _kernel(self, n_features: int, gamma: float | None) -> KernelSpec:
@@ -198,35 +199,10 @@ default="rbf"
         return FitPlan.over(rows, selection, finish)
 
     # ---------------------------------------------------------------- transform
-    @property
-    def _n_features_out(self) -> int:
-        return self.n_components_
-
-    def transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
-        """The features ``k(X, components_) @ normalization_.T``, blockwise.
-
-        Parameters
-        ----------
-        X : array-like, dask array or DataArray of shape (n_samples, n_features)
-        sample_dim : hashable, optional
-
-        Returns
-        -------
-        ndarray, dask array or DataArray of shape (n_samples, n_components)
-        """
-        rows = self._rows(X, reset=False, sample_dim=sample_dim)
-        return map_rows(
-            rows,
-            kernel_scores,
-            n_out=self.n_components_,
-            dtype=np.float64,
-            new_dim="component",
-            name="nystroem_transform",
-            args=(
-                self.components_,
-                self.normalization_.T,
-                None,
-                self._kernel(self.n_features_in_, self.gamma_),
-            ),
-            method="Nystroem.transform",
+    def _projection(self, rows: Rows) -> Blockwise:
+        """The features ``k(X, components_) @ normalization_.T``."""
+        spec = self._kernel(self.n_features_in_, self.gamma_)
+        args = (self.components_, self.normalization_.T, None, spec)
+        return Blockwise(
+            kernel_scores, args, np.float64, "nystroem_transform", check="input", coords=False
         )

@@ -43,6 +43,7 @@ from ddr.stats import compute, lazy
 from ddr.stats._checks import check_labels, label_kind
 from ddr.stats._input import Rows, is_dask, is_xarray
 from ddr.stats.base import Statistic, StatSpec
+from ddr.tags import DDRTags, always, fixed_passes
 
 __all__ = [
     "FEATURE",
@@ -156,6 +157,7 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC
       likelihood, e.g. a smoothed categorical model).
     """
 
+    _abstract_estimator = True
     #: dtypes accepted by scikit-learn's validation of in-memory input
     _fit_dtype: Any = (np.float64, np.float32)
     #: whether an unseen declared class has a likelihood (smoothed categorical models)
@@ -166,7 +168,14 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC
     def _statistics(self) -> dict[str, StatSpec]:
         """The statistics of one pass, by the fitted attribute that stores them."""
 
-    def _pass_statistics(self, n_features: int) -> list[tuple[Any, int]]:
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        tags.fit.passes = fixed_passes(1)
+        tags.fit.statistics = self._widest_pass
+        tags.fit.mergeable = always  # partial_fit merges the statistics of each batch
+        return tags
+
+    def _widest_pass(self, n_features: int) -> list[tuple[Any, int]]:
         return [(spec, n_features) for spec in self._statistics().values()]
 
     @abc.abstractmethod

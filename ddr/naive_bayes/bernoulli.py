@@ -18,6 +18,7 @@ from ddr.stats import ClassMoments
 from ddr.stats._checks import block_start, check_rows
 from ddr.stats._input import is_dask
 from ddr.stats.base import Statistic, StatSpec
+from ddr.tags import DDRTags
 
 __all__ = ["BernoulliNB", "bernoulli_jll", "binarize_block"]
 
@@ -69,13 +70,6 @@ class BernoulliNB(BaseGenerativeClassifier):
     Passes: ``fit`` reads the data once; ``predict`` once with one GEMM per block.
     """
 
-    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
-        "feature_count_": ("class", FEATURE),
-        "feature_log_prob_": ("class", FEATURE),
-        "class_count_": ("class",),
-        "class_log_prior_": ("class",),
-    }
-
     def __init__(
         self,
         *,
@@ -90,6 +84,17 @@ class BernoulliNB(BaseGenerativeClassifier):
         self.binarize = binarize
         self.fit_prior = fit_prior
         self.class_prior = class_prior
+
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        tags.fit.solve_params = frozenset({"alpha", "force_alpha", "fit_prior", "class_prior"})
+        tags.xarray_dims = {
+            "feature_count_": ("class", FEATURE),
+            "feature_log_prob_": ("class", FEATURE),
+            "class_count_": ("class",),
+            "class_log_prior_": ("class",),
+        }
+        return tags
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         "alpha": [Interval(Real, 0, None, closed="left"), "array-like"],

@@ -18,8 +18,16 @@ from ddr.stats._checks import block_start, check_rows
 from ddr.stats._input import is_dask
 from ddr.stats.base import Statistic, StatSpec
 from ddr.stats.categorical import MAX_CATEGORIES
+from ddr.tags import DDRTags
 
-__all__ = ["CategoricalNB", "as_category_codes", "categorical_jll"]
+__all__ = ["CONTINUOUS", "CategoricalNB", "as_category_codes", "categorical_jll"]
+
+
+#: why scikit-learn's weighted-data checks fail for categorical models
+CONTINUOUS = (
+    "scikit-learn's check feeds continuous values; ddr refuses non-integer category codes "
+    "where scikit-learn silently truncates them"
+)
 
 
 def as_category_codes(X: np.ndarray, block_info: dict[Any, Any] | None = None) -> np.ndarray:
@@ -162,6 +170,17 @@ class CategoricalNB(BaseGenerativeClassifier):
         self.fit_prior = fit_prior
         self.class_prior = class_prior
         self.min_categories = min_categories
+
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        tags.fit.solve_params = frozenset(
+            {"alpha", "force_alpha", "fit_prior", "class_prior", "min_categories"}
+        )
+        tags.checks.expected_failed_checks = {
+            "check_sample_weight_equivalence_on_dense_data": CONTINUOUS,
+            "check_classifiers_one_label_sample_weights": CONTINUOUS,
+        }
+        return tags
 
     @property
     def _defined_without_data(self) -> bool:  # type: ignore[override]

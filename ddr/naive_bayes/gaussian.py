@@ -17,6 +17,7 @@ from ddr.naive_bayes._base import (
 from ddr.stats import ClassMoments
 from ddr.stats.base import Statistic, StatSpec
 from ddr.stats.moments import Moments
+from ddr.tags import DDRTags
 
 __all__ = ["GaussianNB", "gaussian_jll"]
 
@@ -96,13 +97,6 @@ class GaussianNB(BaseGenerativeClassifier):
     each block costs two GEMMs against (n_features, n_classes) matrices.
     """
 
-    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
-        "theta_": ("class", FEATURE),
-        "var_": ("class", FEATURE),
-        "class_prior_": ("class",),
-        "class_count_": ("class",),
-    }
-
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         "priors": ["array-like", None],
         "var_smoothing": [Interval(Real, 0, None, closed="left")],
@@ -112,8 +106,17 @@ class GaussianNB(BaseGenerativeClassifier):
         self.priors = priors
         self.var_smoothing = var_smoothing
 
-    def _translation_invariant_output(self) -> str | None:
-        return "predict_proba"
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        tags.fit.solve_params = frozenset({"priors", "var_smoothing"})
+        tags.translation_invariant = "predict_proba"
+        tags.xarray_dims = {
+            "theta_": ("class", FEATURE),
+            "var_": ("class", FEATURE),
+            "class_prior_": ("class",),
+            "class_count_": ("class",),
+        }
+        return tags
 
     def _statistics(self) -> dict[str, StatSpec]:
         return {"class_moments_": ClassMoments.spec(diagonal=True)}

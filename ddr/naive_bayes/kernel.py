@@ -25,6 +25,7 @@ from ddr.naive_bayes._samples import ClassSamples
 from ddr.stats import ClassMoments, Histogram
 from ddr.stats.base import Statistic, StatSpec
 from ddr.stats.moments import Moments
+from ddr.tags import DDRTags
 
 __all__ = ["KernelNB", "kernel_nb_binned_jll", "kernel_nb_exact_jll"]
 
@@ -158,12 +159,6 @@ class KernelNB(BaseGenerativeClassifier):
     interpolations (plus direct lattice sums for queries in the tails).
     """
 
-    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
-        "bandwidth_": ("class", FEATURE),
-        "class_prior_": ("class",),
-        "class_count_": ("class",),
-    }
-
     def __init__(
         self,
         *,
@@ -185,6 +180,17 @@ class KernelNB(BaseGenerativeClassifier):
         self.var_smoothing = var_smoothing
         self.max_exact_samples = max_exact_samples
 
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        tags.fit.solve_params = frozenset({"priors", "var_smoothing"})
+        tags.translation_invariant = "predict_proba"
+        tags.xarray_dims = {
+            "bandwidth_": ("class", FEATURE),
+            "class_prior_": ("class",),
+            "class_count_": ("class",),
+        }
+        return tags
+
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         "kernel": [StrOptions(set(KERNELS))],
         "bandwidth": [
@@ -198,9 +204,6 @@ class KernelNB(BaseGenerativeClassifier):
         "var_smoothing": [Interval(Real, 0, None, closed="left")],
         "max_exact_samples": [Interval(Integral, 1, None, closed="left")],
     }
-
-    def _translation_invariant_output(self) -> str | None:
-        return "predict_proba"
 
     def _scaling(self) -> str:
         return resolve_scaling(self.bandwidth_scaling, self.bandwidth)

@@ -20,6 +20,7 @@ from ddr.stats import ClassSums
 from ddr.stats._input import is_dask
 from ddr.stats._sparse import negative_entries
 from ddr.stats.base import Statistic, StatSpec
+from ddr.tags import DDRTags
 
 __all__ = ["MultinomialNB", "check_counts_block", "multinomial_jll"]
 
@@ -96,12 +97,6 @@ class MultinomialNB(BaseGenerativeClassifier):
     the data once; ``predict`` once, one sparse product or GEMM per block.
     """
 
-    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
-        "feature_count_": ("class", FEATURE),
-        "feature_log_prob_": ("class", FEATURE),
-        "class_count_": ("class",),
-        "class_log_prior_": ("class",),
-    }
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         "alpha": [Interval(Real, 0, None, closed="left"), "array-like"],
         "force_alpha": ["boolean"],
@@ -121,6 +116,17 @@ class MultinomialNB(BaseGenerativeClassifier):
         self.force_alpha = force_alpha
         self.fit_prior = fit_prior
         self.class_prior = class_prior
+
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        tags.fit.solve_params = frozenset({"alpha", "force_alpha", "fit_prior", "class_prior"})
+        tags.xarray_dims = {
+            "feature_count_": ("class", FEATURE),
+            "feature_log_prob_": ("class", FEATURE),
+            "class_count_": ("class",),
+            "class_log_prior_": ("class",),
+        }
+        return tags
 
     @property
     def _defined_without_data(self) -> bool:  # type: ignore[override]

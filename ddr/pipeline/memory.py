@@ -4,7 +4,7 @@ it holds already?
 A task of a pass over X holds one stored chunk (its bytes as read), the decoded chunk, the
 statistics' values and the scratch their ``from_block`` allocates; a merge task holds
 ``split_every`` values and its result. The statistics of each fit are asked of the estimator
-(``_pass_statistics``) and their sizes of the statistic classes (``value_nbytes``,
+(its tags' ``fit.statistics``) and their sizes of the statistic classes (``value_nbytes``,
 ``block_nbytes``), never kept in a table here. Each worker runs ``nthreads`` tasks at once on
 top of its baseline (measured: the worker's resident memory after importing ddr). When that
 exceeds the fraction of ``memory_limit`` at which dask pauses the worker, the run is refused
@@ -25,6 +25,7 @@ import numpy as np
 from ddr.config.errors import RunError
 from ddr.pipeline.planner import Plan, StepPlan
 from ddr.pipeline.schema import split_ref
+from ddr.tags import get_ddr_tags
 
 __all__ = ["TaskMemory", "check_worker_memory", "pass_memory", "task_memory"]
 
@@ -65,9 +66,7 @@ def _mib(n: float) -> str:
 def _statistics(step: StepPlan, n_features: int) -> list[tuple[Any, int]]:
     if step.op.family == "statistic":
         return [(step.op.cls.spec(**step.spec.with_), n_features)]
-    estimator = step.op.cls(**step.spec.with_)
-    hook = getattr(estimator, "_pass_statistics", None)
-    return hook(n_features) if hook is not None else []
+    return get_ddr_tags(step.op.cls, **step.spec.with_).fit.statistics(n_features)
 
 
 def task_memory(plan: Plan, sid: str) -> TaskMemory | None:

@@ -48,6 +48,7 @@ from ddr.pipeline.plan import (
 )
 from ddr.pipeline.schedule import Scheduling
 from ddr.pipeline.schema import InputSpec, Output, Pipeline, StepSpec, split_ref, validate
+from ddr.tags import get_ddr_tags
 
 __all__ = [
     "FINGERPRINT_ATTR",
@@ -409,7 +410,8 @@ class _Planner(OutputChecks, Scheduling):
         op, params = step.op, step.spec.with_
         cls = op.cls
         where = ("steps", step.id)
-        limit = cls._n_components_limit(n, d)
+        transformer = get_ddr_tags(cls, **params).transformer
+        limit = transformer.n_components_limit(n, d) if transformer else None
         nc = params.get("n_components")
         if limit is not None and isinstance(nc, int) and not isinstance(nc, bool) and nc > limit[0]:
             self.problem(
@@ -417,7 +419,7 @@ class _Planner(OutputChecks, Scheduling):
                 f"n_components={nc} is more than {limit[1]} = {limit[0]} of the data",
             )
             return
-        width = cls._output_width(registry.full_params(cls, params), n, d)
+        width = transformer.width(n, d) if transformer else None
         model = ValueMeta(
             "model",
             cls=cls,
@@ -515,7 +517,8 @@ class _Planner(OutputChecks, Scheduling):
         state = attrs.get("state", {})
         params = attrs.get("params", {})
         n_in = state.get("n_features_in_")
-        n_out = cls._saved_output_width(state)
+        transformer = get_ddr_tags(cls).transformer
+        n_out = transformer.saved_width(state) if transformer else None
         return ValueMeta(
             "model",
             cls=cls,

@@ -21,8 +21,9 @@ against it before any data is read (unknown and missing names, every value again
 constraints with scikit-learn's own validation, then the class's
 ``_check_param_combination``); ``ddr schema`` and ``ddr ops`` are generated from the same
 declaration. What the planner needs to know of a class is asked of it: read-outs
-(``Statistic.readouts``), output widths (``_output_width``, ``_saved_output_width``) and
-the largest ``n_components`` (``_n_components_limit``).
+(``Statistic.readouts``) and, of an estimator, its tags (:func:`ddr.tags.get_ddr_tags`:
+output widths, the largest ``n_components``, passes, statistics), checked here when the
+class is registered.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any
+
+from ddr.tags import check_estimator_class
 
 __all__ = [
     "APPLY_METHODS",
@@ -176,6 +179,7 @@ def _first_line(obj: Any) -> str:
 
 
 def _estimator_ops(name: str, cls: type) -> list[Op]:
+    check_estimator_class(cls)  # what the planner asks of it is declared (a TypeError if not)
     params = _estimator_params(cls)
     doc = _first_line(cls)
     out = [
@@ -407,11 +411,6 @@ def _named_param(message: str, params: dict[str, Any]) -> str | None:
         if re.search(rf"\b{re.escape(name)}\b", message):
             return name
     return None
-
-
-def full_params(cls: type, given: dict[str, Any]) -> dict[str, Any]:
-    """``given`` with the constructor's defaults filled in."""
-    return {**{k: p.default for k, p in _estimator_params(cls).items()}, **given}
 
 
 # ------------------------------------------------------- the declaration, for people

@@ -45,6 +45,7 @@ from ddr.pipeline.schema import split_ref
 from ddr.pipeline.summary import OutputResult, RunClock, RunSummary, StepResult, _rel
 from ddr.pipeline.writers import OutputWriter
 from ddr.progress import Passes
+from ddr.tags import get_ddr_tags
 
 __all__ = ["RunClock", "RunSummary", "run_plan"]
 
@@ -239,7 +240,7 @@ class _Runner(OutputWriter):
                 f"{', '.join(fitted)}",
                 ref,
             )
-        if tail in getattr(model, "_xarray_dims", {}):
+        if hasattr(model, "__ddr_tags__") and tail in get_ddr_tags(model).xarray_dims:
             return model.as_xarray(tail)
         return getattr(model, tail)
 

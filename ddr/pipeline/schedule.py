@@ -16,6 +16,7 @@ import numpy as np
 
 from ddr.pipeline.plan import OutputPlan, Phase, StepPlan, ValueMeta
 from ddr.pipeline.schema import split_ref
+from ddr.tags import get_ddr_tags
 
 __all__ = ["Scheduling"]
 
@@ -35,10 +36,9 @@ class Scheduling:
         """Which steps the outputs to write need, and which of those load a saved model."""
         saved: dict[str, Any] = {}
         for out in self.outputs:
-            if out.kind == "model" and out.action == "skip":
-                head, tail = split_ref(out.refs[next(iter(out.refs))])
-                if tail in (None, "model"):
-                    saved.setdefault(head, out.location)
+            head = out.output_kind.saved_model(out) if out.action == "skip" else None
+            if head is not None:
+                saved.setdefault(head, out.location)
         needed: set[str] = set()
 
         def need(ref: str) -> None:
@@ -179,8 +179,8 @@ class Scheduling:
         if meta is None or meta.shape is None or len(meta.shape) != 2 or None in meta.shape:
             return None
         try:
-            est = step.op.cls(**step.spec.with_)
-            return est._fit_passes(int(meta.shape[0]), int(meta.shape[1]))
+            tags = get_ddr_tags(step.op.cls, **step.spec.with_)
+            return tags.fit.passes(int(meta.shape[0]), int(meta.shape[1]))
         except Exception:
             return None
 

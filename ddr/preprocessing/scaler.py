@@ -15,10 +15,13 @@ from typing import Any, ClassVar
 
 import dask
 import numpy as np
-from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
+from sklearn.base import BaseEstimator
 
-from ddr.base import FEATURE, DDRMixin, FitPlan, fit_context, map_rows
+from ddr.base import FEATURE, FitPlan, fit_context
+from ddr.families import Blockwise, SameWidthTransformer, out_dtype
 from ddr.stats import Moments, lazy
+from ddr.stats._input import Rows
+from ddr.tags import DDRTags, always, fixed_passes
 
 __all__ = ["StandardScaler"]
 
@@ -58,7 +61,11 @@ def _is_constant_feature(var: np.ndarray, mean: np.ndarray, n: Any) -> np.ndarra
     return var <= upper
 
 
-class StandardScaler(DDRMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+def _widest_pass(n_features: int) -> list[tuple[Any, int]]:
+    return [(_SPEC, n_features)]
+
+
+class StandardScaler(SameWidthTransformer, BaseEstimator):
     """Standardise features by removing the mean and scaling to unit variance.
 
     ``z = (x - mean_) / scale_``, fitted in ONE pass over the rows.
@@ -97,12 +104,6 @@ class StandardScaler(DDRMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstim
     ``copy`` parameter are not supported (outputs are always new arrays).
     """
 
-    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {
-        "mean_": (FEATURE,),
-        "var_": (FEATURE,),
-        "scale_": (FEATURE,),
-    }
-
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         "with_mean": ["boolean"],
         "with_std": ["boolean"],
@@ -112,19 +113,16 @@ class StandardScaler(DDRMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstim
         self.with_mean = with_mean
         self.with_std = with_std
 
-    @classmethod
-    def _output_width(
-        cls, params: dict[str, Any], n_samples: int | None, n_features: int | None
-    ) -> int | None:
-        return n_features
-
-    @classmethod
-    def _saved_output_width(cls, state: dict[str, Any]) -> int | None:
-        n = state.get("n_features_in_")
-        return n if isinstance(n, int) else None
-
-    def _translation_invariant_output(self) -> str | None:
-        return "transform" if self.with_mean else None
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        tags.fit.passes = fixed_passes(1)
+        tags.fit.statistics = _widest_pass
+        tags.fit.mergeable = always
+        tags.fit.solve_params = frozenset({"with_mean", "with_std"})
+        if self.with_mean:
+            tags.translation_invariant = "transform"
+        tags.xarray_dims = {"mean_": (FEATURE,), "var_": (FEATURE,), "scale_": (FEATURE,)}
+        return tags
 
     # -------------------------------------------------------------------- fit
     @fit_context
@@ -156,9 +154,6 @@ class StandardScaler(DDRMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstim
         value = plan.compute()
         _check_some_weight(value, sample_weight)
         return plan.finish(value)
-
-    def _pass_statistics(self, n_features: int) -> list[tuple[Any, int]]:
-        return [(_SPEC, n_features)]
 
     @fit_context
     def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan:
@@ -229,32 +224,11 @@ class StandardScaler(DDRMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstim
         mean = self.mean_ if self.with_mean else None
         return mean, self.scale_
 
-    def transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
-        """Standardise X blockwise (lazy for dask input).
-
-        Parameters
-        ----------
-        X : array-like, dask array or DataArray of shape (n_samples, n_features)
-        sample_dim : hashable, optional
-
-        Returns
-        -------
-        X_tr : same kind and shape as X
-        """
-        rows = self._rows(X, reset=False, sample_dim=sample_dim, allow_nan=True)
-        dtype = _out_dtype(rows.data.dtype)
-        return map_rows(
-            rows,
-            _scale_block,
-            n_out=self.n_features_in_,
-            dtype=dtype,
-            new_dim=rows.feature_dim,
-            new_coords=_feature_coords(rows),
-            name="standard-scale",
-            args=(*self._params(), dtype),
-            allow_nan=True,
-            method="StandardScaler.transform",
-        )
+    def _forward(self, rows: Rows) -> Blockwise:
+        """``(X - mean_) / scale_``; NaN stays NaN."""
+        dtype = out_dtype(rows.data.dtype)
+        args = (*self._params(), dtype)
+        return Blockwise(_scale_block, args, dtype, "standard-scale", check="input", allow_nan=True)
 
     def fit_transform(
         self,
@@ -284,33 +258,12 @@ class StandardScaler(DDRMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstim
         self.fit(X, sample_weight=sample_weight, sample_dim=sample_dim)
         return self.transform(X, sample_dim=sample_dim)
 
-    def inverse_transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
-        """Undo :meth:`transform` blockwise: ``X * scale_ + mean_``.
-
-        Parameters
-        ----------
-        X : array-like, dask array or DataArray of shape (n_samples, n_features)
-        sample_dim : hashable, optional
-
-        Returns
-        -------
-        X_original : same kind and shape as X
-        """
-        rows = self._component_rows(
-            X, sample_dim=sample_dim, n_features=self.n_features_in_, allow_nan=True
-        )
-        dtype = _out_dtype(rows.data.dtype)
-        return map_rows(
-            rows,
-            _unscale_block,
-            n_out=self.n_features_in_,
-            dtype=dtype,
-            new_dim=rows.feature_dim,
-            new_coords=_feature_coords(rows),
-            name="standard-unscale",
-            args=(*self._params(), dtype),
-            allow_nan=True,
-            method="StandardScaler.inverse_transform",
+    def _backward(self, rows: Rows) -> Blockwise:
+        """``X * scale_ + mean_``."""
+        dtype = out_dtype(rows.data.dtype)
+        args = (*self._params(), dtype)
+        return Blockwise(
+            _unscale_block, args, dtype, "standard-unscale", check="input", allow_nan=True
         )
 
     def __sklearn_tags__(self) -> Any:
@@ -326,14 +279,3 @@ def _check_some_weight(moments: Moments, sample_weight: Any) -> None:
             "Sample weights must contain at least one non-zero number (on a row whose values "
             "are not NaN); got sample_weight summing to 0 over the rows with values"
         )
-
-
-def _out_dtype(dtype: Any) -> np.dtype:
-    dtype = np.dtype(dtype)
-    return dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)
-
-
-def _feature_coords(rows: Any) -> Any:
-    if rows.kind != "xarray" or rows.feature_dim not in rows.template.coords:
-        return None
-    return rows.template.coords[rows.feature_dim].values

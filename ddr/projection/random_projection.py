@@ -19,14 +19,17 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 from scipy import linalg
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.base import BaseEstimator
 from sklearn.exceptions import DataDimensionalityWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.random import sample_without_replacement
 
-from ddr.base import FEATURE, DDRMixin, fit_context, map_rows
+from ddr.base import FEATURE, fit_context
+from ddr.families import Blockwise, LinearProjection, out_dtype
+from ddr.stats._input import Rows
+from ddr.tags import DDRTags, no_statistics, unknown_passes
 
 __all__ = ["GaussianRandomProjection", "SparseRandomProjection", "johnson_lindenstrauss_min_dim"]
 
@@ -104,13 +107,10 @@ def _inverse_block(X: np.ndarray, inverse_components: np.ndarray, dtype: Any) ->
     return np.asarray(X @ inverse_components.T, dtype=dtype)
 
 
-class _BaseRandomProjection(
-    DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
-):
+class _BaseRandomProjection(LinearProjection, BaseEstimator):
     """Fit from the shape alone, blockwise transform, pseudo-inverse for inverse_transform."""
 
-    _component_prefix: ClassVar[str | None] = "RP"
-    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {}
+    _abstract_estimator = True
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         "n_components": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "eps": [Interval(Real, 0, None, closed="neither")],
@@ -118,19 +118,24 @@ class _BaseRandomProjection(
         "random_state": ["random_state"],
     }
 
-    @classmethod
-    def _output_width(
-        cls, params: dict[str, Any], n_samples: int | None, n_features: int | None
-    ) -> int | None:
-        if params.get("n_components") == "auto":
-            eps = params.get("eps", 0.1)
-            if not n_samples or not 0 < eps < 1:
-                return None
-            return int(johnson_lindenstrauss_min_dim(n_samples, eps=eps))
-        return super()._output_width(params, n_samples, n_features)
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        # fit reads only the shape of X: no pass, no statistic (the plan counts it unknown)
+        tags.fit.passes = unknown_passes
+        tags.fit.statistics = no_statistics
+        assert tags.transformer is not None
+        if self.n_components == "auto":
+            tags.transformer.width = self._auto_width
+        tags.transformer.component_prefix = "RP"
+        tags.checks.params = {"n_components": 2, "random_state": 0}  # JL's width is too wide
+        return tags
 
-    def _pass_statistics(self, n_features: int) -> list[tuple[Any, int]]:
-        return []  # fit reads only the shape of X
+    def _auto_width(self, n_samples: Any, n_features: Any) -> int | None:
+        """The Johnson-Lindenstrauss width of ``n_components="auto"``."""
+        eps = self.eps
+        if not n_samples or not 0 < eps < 1:
+            return None
+        return int(johnson_lindenstrauss_min_dim(n_samples, eps=eps))
 
     @fit_context
     def fit(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> Any:
@@ -177,16 +182,12 @@ class _BaseRandomProjection(
                     stacklevel=2,
                 )
         self.n_components_ = k
-        dtype = _float_dtype(rows.data.dtype)
+        dtype = out_dtype(rows.data.dtype)
         comps = self._make_random_matrix(k, n_features)  # type: ignore[attr-defined]
         self.components_ = comps.astype(dtype, copy=False)
         if self.compute_inverse_components:
             self.inverse_components_ = self._inverse_components()
         return self
-
-    @property
-    def _n_features_out(self) -> int:
-        return self.n_components_
 
     def _inverse_components(self) -> np.ndarray:
         comps = self.components_
@@ -194,64 +195,22 @@ class _BaseRandomProjection(
             comps = comps.toarray()
         return linalg.pinv(comps, check_finite=False)
 
-    def transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
-        """Project X blockwise: ``X @ components_.T`` (lazy for dask input).
+    def _projection(self, rows: Rows) -> Blockwise:
+        """``X @ components_.T`` (dense or sparse components)."""
+        dtype = np.result_type(out_dtype(rows.data.dtype), self.components_.dtype)
+        name = f"{type(self).__name__.lower()}-transform"
+        return Blockwise(_project_block, (self.components_, dtype), dtype, name)
 
-        Parameters
-        ----------
-        X : array-like, dask array or DataArray of shape (n_samples, n_features)
-        sample_dim : hashable, optional
-
-        Returns
-        -------
-        X_new : same kind as X, shape (n_samples, n_components)
-        """
-        rows = self._rows(X, reset=False, sample_dim=sample_dim)
-        dtype = np.result_type(_float_dtype(rows.data.dtype), self.components_.dtype)
-        return map_rows(
-            rows,
-            _project_block,
-            n_out=self.n_components_,
-            dtype=dtype,
-            new_dim="component",
-            new_coords=np.arange(self.n_components_),
-            name=f"{type(self).__name__.lower()}-transform",
-            args=(self.components_, dtype),
-            check="output",
-            method=f"{type(self).__name__}.transform",
-        )
-
-    def inverse_transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
-        """Map projections back with the pseudo-inverse of ``components_`` (blockwise).
-
-        Parameters
-        ----------
-        X : array-like, dask array or DataArray of shape (n_samples, n_components)
-        sample_dim : hashable, optional
-
-        Returns
-        -------
-        X_original : same kind as X, shape (n_samples, n_features)
-        """
-        rows = self._component_rows(X, sample_dim=sample_dim)
+    def _reconstruction(self, rows: Rows) -> Blockwise:
+        """Through the pseudo-inverse of ``components_`` (stored at fit, or computed now)."""
         inverse = (
             self.inverse_components_
             if self.compute_inverse_components
             else self._inverse_components()
         )
-        dtype = np.result_type(_float_dtype(rows.data.dtype), inverse.dtype)
-        return map_rows(
-            rows,
-            _inverse_block,
-            n_out=self.n_features_in_,
-            dtype=dtype,
-            new_dim=getattr(self, "feature_dim_", "feature"),
-            new_coords=getattr(self, "feature_coords_", None),
-            name=f"{type(self).__name__.lower()}-inverse-transform",
-            args=(inverse, dtype),
-            check="output",
-            method=f"{type(self).__name__}.inverse_transform",
-        )
+        dtype = np.result_type(out_dtype(rows.data.dtype), inverse.dtype)
+        name = f"{type(self).__name__.lower()}-inverse-transform"
+        return Blockwise(_inverse_block, (inverse, dtype), dtype, name)
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -291,7 +250,10 @@ class GaussianRandomProjection(_BaseRandomProjection):
     the transform tasks: for very wide data prefer :class:`SparseRandomProjection`.
     """
 
-    _xarray_dims: ClassVar[dict[str, tuple[str, ...]]] = {"components_": ("component", FEATURE)}
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        tags.xarray_dims = {"components_": ("component", FEATURE)}
+        return tags
 
     def __init__(
         self,
@@ -400,8 +362,3 @@ class SparseRandomProjection(_BaseRandomProjection):
                 (np.asarray(csr["data"]), np.asarray(csr["indices"]), np.asarray(csr["indptr"])),
                 shape=tuple(int(s) for s in csr["shape"]),
             )
-
-
-def _float_dtype(dtype: Any) -> np.dtype:
-    dtype = np.dtype(dtype)
-    return dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)

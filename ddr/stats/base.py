@@ -4,6 +4,12 @@ A statistic is a small immutable value with three operations: ``from_block`` (th
 of one in-memory block of rows), ``merge`` (associative and commutative, so blocks may be
 combined in any tree) and read-outs. ``to_dict``/``from_dict`` give a representation made
 of numpy arrays and JSON scalars only, so statistics can be stored without pickle.
+
+What every statistic repeated is done here, from declarations: the coercion of its fields
+(``_fields_as``: float64 arrays, counts, labels, ...) when a value is built, and the guards
+of ``merge`` (same kind, same shape, labelled with labelled) before the statistic's own
+:meth:`Statistic._merge` runs. Each statistic declares the dims of its read-outs
+(``readout_dims``), which is what a pipeline's Zarr output of it is labelled with.
 """
 
 from __future__ import annotations
@@ -15,9 +21,66 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 
-__all__ = ["StatSpec", "Statistic", "merge_all", "statistic_from_dict"]
+__all__ = [
+    "FEATURE_DIM",
+    "CheckData",
+    "StatSpec",
+    "Statistic",
+    "merge_all",
+    "statistic_from_dict",
+]
 
 _REGISTRY: dict[str, type[Statistic]] = {}
+
+#: In ``readout_dims``: the feature dim of the data the statistic was computed from
+#: (``"{feature}_2"`` is its second copy, e.g. the columns of a covariance).
+FEATURE_DIM = "{feature}"
+
+
+def _labels(value: Any) -> Any:
+    return None if value is None else np.asarray(value)
+
+
+def _count(value: Any) -> Any:
+    return float(value) if np.ndim(value) == 0 else np.asarray(value, dtype=np.float64)
+
+
+#: how a field is stored, by the kind ``_fields_as`` names
+_COERCE = {
+    "float64": lambda v: np.asarray(v, dtype=np.float64),
+    "int64": lambda v: np.asarray(v, dtype=np.int64),
+    "float": float,
+    "int": int,
+    "count": _count,
+    "labels": _labels,
+    "tuple": tuple,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckData:
+    """Rows of the kind a statistic takes, for the conformance suite of :mod:`ddr.testing`.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_rows, n_features)
+        The rows.
+    y : ndarray of shape (n_rows,) or None
+        Class labels, where the statistic uses them.
+    options : dict
+        Options of ``from_block`` (a basis, topics, model parameters).
+    invariant : tuple of str
+        Read-outs (or fields) that do not change when the rows move by a constant vector
+        (covariances, counts): checked on data at a 1e8 offset.
+    offset : bool
+        Whether the rows may be moved at all (not category codes or counts).
+    """
+
+    X: np.ndarray
+    y: np.ndarray | None = None
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    invariant: tuple[str, ...] = ()
+    offset: bool = True
 
 
 class Statistic(abc.ABC):
@@ -33,6 +96,16 @@ class Statistic(abc.ABC):
     whether it also has ``from_block_with_rows(X, rows, **options) -> (stat, new_rows)``,
     a step that reads and updates per-row parameters kept between passes
     (:func:`ddr.stats.compute_with_rows`).
+
+    ``readout_dims`` gives each read-out's dims (:data:`FEATURE_DIM` for the data's feature
+    dim); a read-out without them is refused when the class is defined. ``_fields_as``
+    says how each field is stored (``"float64"``, ``"int64"``, ``"float"``, ``"int"``,
+    ``"count"``: a float or a float64 array, ``"labels"``: an array or None, ``"tuple"``);
+    :meth:`_validate` checks fields against each other after that. :meth:`merge` refuses
+    another kind of statistic, another :meth:`_merge_key` (the number of features unless
+    the statistic says otherwise; the message is ``_merge_mismatch``) and, where
+    ``_labels_field`` names a field that may be None, labelled with unlabelled values;
+    then the statistic's :meth:`_merge` combines them.
     """
 
     needs_labels: ClassVar[bool] = False
@@ -41,10 +114,40 @@ class Statistic(abc.ABC):
     carries_rows: ClassVar[bool] = False
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {}
     readouts: ClassVar[tuple[str, ...]] = ()
+    readout_dims: ClassVar[dict[str, tuple[str, ...]]] = {}
+    _fields_as: ClassVar[dict[str, str]] = {}
+    _merge_mismatch: ClassVar[str] = "cannot merge {cls} of {a} features with {cls} of {b} features"
+    _labels_field: ClassVar[str | None] = None
+    _labels_mismatch: ClassVar[str] = "cannot merge labelled {cls} with unlabelled ones"
+    #: the class whose :meth:`_merge` a value uses (what it merges with)
+    _merges_with: ClassVar[type[Statistic]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if "merge" in cls.__dict__ and "_merge" not in cls.__dict__:
+            # a statistic that writes merge itself (the contract before the base did the
+            # guards) keeps it, with its own checks
+            cls._merge = cls.__dict__["merge"]  # type: ignore[method-assign]
+        if "_merge" in cls.__dict__:
+            cls._merges_with = cls
+        problems = []
+        unknown = sorted(set(cls._fields_as.values()) - set(_COERCE))
+        if unknown:
+            problems.append(f"_fields_as kinds {unknown} are not among {sorted(_COERCE)}")
+        undeclared = [r for r in cls.readouts if r not in cls.readout_dims]
+        if undeclared:
+            problems.append(f"read-outs {undeclared} have no readout_dims entry")
+        if problems:
+            raise TypeError(f"{cls.__module__}.{cls.__name__}: {'; '.join(problems)}")
         _REGISTRY[cls.__name__] = cls
+
+    def __post_init__(self) -> None:
+        for name, kind in self._fields_as.items():
+            object.__setattr__(self, name, _COERCE[kind](getattr(self, name)))
+        self._validate()
+
+    def _validate(self) -> None:  # noqa: B027 (a hook that may stay empty)
+        """Checks between fields, after their coercion (none here); raise ValueError."""
 
     @classmethod
     @abc.abstractmethod
@@ -74,7 +177,6 @@ class Statistic(abc.ABC):
             The statistic of these rows alone.
         """
 
-    @abc.abstractmethod
     def merge(self, other: Self) -> Self:
         """Combine with the statistic of disjoint rows (associative and commutative).
 
@@ -87,7 +189,59 @@ class Statistic(abc.ABC):
         -------
         Statistic
             The statistic of the rows of both.
+
+        Raises
+        ------
+        TypeError
+            If ``other`` is another kind of statistic.
+        ValueError
+            If ``other`` has another shape (features, basis, bins), or is labelled where
+            this one is not.
         """
+        kind = self._merges_with
+        if not isinstance(other, kind):
+            raise TypeError(f"cannot merge {kind.__name__} with {type(other).__name__}")
+        a, b = self._merge_key(), other._merge_key()
+        if a is not None and b is not None and a != b:
+            raise ValueError(self._merge_mismatch.format(cls=kind.__name__, a=a, b=b))
+        field = self._labels_field
+        if field is not None and (getattr(self, field) is None) != (getattr(other, field) is None):
+            raise ValueError(self._labels_mismatch.format(cls=kind.__name__))
+        return self._merge(other)
+
+    @abc.abstractmethod
+    def _merge(self, other: Self) -> Self:
+        """:meth:`merge` once the guards passed: the statistic of the rows of both."""
+
+    def _merge_key(self) -> Any:
+        """What two values must share to merge (None: not known, not checked); by default
+        the number of features."""
+        return getattr(self, "n_features", None)
+
+    @classmethod
+    def dims_of(cls, readout: str, ndim: int, feature_dim: str) -> tuple[str, ...]:
+        """The dims of a read-out's value, for labelled output (a pipeline's Zarr).
+
+        Parameters
+        ----------
+        readout : str
+            A name of ``readouts`` (or of ``to_dict``'s fields).
+        ndim : int
+            The number of dims of its value.
+        feature_dim : str
+            The feature dim of the data the statistic was computed from.
+
+        Returns
+        -------
+        tuple of str
+            As declared in ``readout_dims``, or ``readout_dim_0, ...`` where nothing is
+            declared or the value has another number of dims than declared (a diagonal
+            form's per-feature count where the full form has one).
+        """
+        declared = cls.readout_dims.get(readout)
+        if declared is None or len(declared) != ndim:
+            return tuple(f"{readout}_dim_{i}" for i in range(ndim))
+        return tuple(d.format(feature=feature_dim) for d in declared)
 
     @abc.abstractmethod
     def _arrays(self) -> dict[str, np.ndarray]:
@@ -96,6 +250,29 @@ class Statistic(abc.ABC):
     @abc.abstractmethod
     def _scalars(self) -> dict[str, Any]:
         """The JSON-serialisable fields, by name."""
+
+    @classmethod
+    def check_data(cls, rng: np.random.Generator, n_rows: int) -> CheckData:
+        """Rows (labels, options) of the kind this statistic takes, for :mod:`ddr.testing`.
+
+        The default: three correlated normal features, three classes where the statistic
+        uses labels, no options, nothing claimed invariant to an offset. Statistics with
+        required options, or that take codes or counts, override it.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            The source of the rows.
+        n_rows : int
+            How many.
+
+        Returns
+        -------
+        CheckData
+        """
+        X = rng.standard_normal((n_rows, 3)) @ np.array([[2.0, 0.3, 0.0], [0, 1, 0.5], [0, 0, 0.7]])
+        y = np.arange(n_rows) % 3 if cls.accepts_labels or cls.needs_labels else None
+        return CheckData(X, y)
 
     # ------------------------------------------------------ memory estimates
     @classmethod

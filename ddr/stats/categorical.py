@@ -10,7 +10,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval
 
 from ddr.stats._checks import check_block, check_weights, class_index
-from ddr.stats.base import Statistic
+from ddr.stats.base import FEATURE_DIM, CheckData, Statistic
 from ddr.stats.class_moments import union_classes
 
 __all__ = ["CategoricalCounts"]
@@ -63,12 +63,27 @@ class CategoricalCounts(Statistic):
         "max_categories": [Interval(Integral, 1, None, closed="left")],
     }
     readouts: ClassVar[tuple[str, ...]] = ("classes", "counts", "class_counts")
+    readout_dims: ClassVar[dict[str, tuple[str, ...]]] = {
+        "classes": ("class",),
+        "counts": ("class", FEATURE_DIM, "category"),
+        "class_counts": ("class",),
+    }
+    _fields_as: ClassVar[dict[str, str]] = {
+        "classes": "labels", "counts": "float64", "n_categories": "int64",
+    }  # fmt: skip
+    _labels_field = "classes"
 
     classes: np.ndarray | None
     counts: np.ndarray
     n_categories: np.ndarray
 
     accepts_labels = True
+
+    @classmethod
+    def check_data(cls, rng: np.random.Generator, n_rows: int) -> CheckData:
+        """Rows of the kind this statistic takes, for the conformance suite."""
+        X = ((rng.integers(0, 3, (n_rows, 3)) + np.arange(n_rows)[:, None]) % 4).astype(float)
+        return CheckData(X, np.arange(n_rows) % 3, offset=False)  # codes
 
     @classmethod
     def from_block(
@@ -109,29 +124,15 @@ class CategoricalCounts(Statistic):
         counts = np.bincount(flat.ravel(), weights=weights, minlength=k * d * c)
         return cls(classes, counts.reshape(k, d, c).astype(np.float64), n_cat)
 
-    def __post_init__(self) -> None:
-        counts = np.asarray(self.counts, dtype=np.float64)
-        if counts.ndim != 3:
+    def _validate(self) -> None:
+        if self.counts.ndim != 3:
             raise ValueError("CategoricalCounts.counts must be 3-D (class, feature, category)")
-        classes = None if self.classes is None else np.asarray(self.classes)
-        object.__setattr__(self, "classes", classes)
-        object.__setattr__(self, "counts", counts)
-        object.__setattr__(self, "n_categories", np.asarray(self.n_categories, dtype=np.int64))
 
     @property
     def n_features(self) -> int:
         return self.counts.shape[1]
 
-    def merge(self, other: Self) -> Self:
-        if not isinstance(other, CategoricalCounts):
-            raise TypeError(f"cannot merge CategoricalCounts with {type(other).__name__}")
-        if self.n_features != other.n_features:
-            raise ValueError(
-                f"cannot merge CategoricalCounts of {self.n_features} features with "
-                f"CategoricalCounts of {other.n_features} features"
-            )
-        if (self.classes is None) != (other.classes is None):
-            raise ValueError("cannot merge labelled CategoricalCounts with unlabelled ones")
+    def _merge(self, other: Self) -> Self:
         c = max(self.counts.shape[2], other.counts.shape[2])
         if self.classes is None:
             counts = self._padded(c) + other._padded(c)

@@ -23,7 +23,7 @@ from ddr.stats._checks import (
     check_weights,
     unique_labels,
 )
-from ddr.stats.base import Statistic
+from ddr.stats.base import FEATURE_DIM, CheckData, Statistic
 from ddr.stats.moments import Moments, NanPolicy, _centred_sums
 
 __all__ = ["ClassMoments", "group_rows"]
@@ -142,6 +142,20 @@ class ClassMoments(Statistic):
         "classes", "counts", "priors", "means", "variances", "covariances",
         "pooled_covariance", "within_scatter", "between_scatter",
     )  # fmt: skip
+    readout_dims: ClassVar[dict[str, tuple[str, ...]]] = {
+        "classes": ("class",),
+        "counts": ("class",),
+        "priors": ("class",),
+        "means": ("class", FEATURE_DIM),
+        "variances": ("class", FEATURE_DIM),
+        "covariances": ("class", FEATURE_DIM, f"{FEATURE_DIM}_2"),
+        "pooled_covariance": (FEATURE_DIM, f"{FEATURE_DIM}_2"),
+        "within_scatter": (FEATURE_DIM, f"{FEATURE_DIM}_2"),
+        "between_scatter": (FEATURE_DIM, f"{FEATURE_DIM}_2"),
+    }
+    _fields_as: ClassVar[dict[str, str]] = {
+        "classes": "labels", "moments": "tuple", "counts": "float64",
+    }  # fmt: skip
 
     classes: np.ndarray
     moments: tuple[Moments, ...]
@@ -149,6 +163,13 @@ class ClassMoments(Statistic):
 
     needs_labels = True
     accepts_labels = True
+
+    @classmethod
+    def check_data(cls, rng: np.random.Generator, n_rows: int) -> CheckData:
+        """Rows of the kind this statistic takes, for the conformance suite."""
+        data = super().check_data(rng, n_rows)
+        invariant = ("classes", "counts", "covariances", "pooled_covariance", "between_scatter")
+        return CheckData(data.X, data.y, invariant=invariant)
 
     @classmethod
     def from_block(
@@ -258,14 +279,9 @@ class ClassMoments(Statistic):
         empty = Moments.empty(n_features, diagonal=diagonal, per_feature=per_feature)
         return cls(uniq, tuple(empty for _ in uniq), np.zeros(uniq.shape[0]))
 
-    def __post_init__(self) -> None:
-        classes = np.asarray(self.classes)
-        counts = np.asarray(self.counts, dtype=np.float64)
-        if len(self.moments) != classes.shape[0] or counts.shape != classes.shape:
+    def _validate(self) -> None:
+        if len(self.moments) != self.classes.shape[0] or self.counts.shape != self.classes.shape:
             raise ValueError("ClassMoments: one Moments and one count per class are required")
-        object.__setattr__(self, "classes", classes)
-        object.__setattr__(self, "moments", tuple(self.moments))
-        object.__setattr__(self, "counts", counts)
 
     # ------------------------------------------------------------------ shape
     @property
@@ -303,14 +319,10 @@ class ClassMoments(Statistic):
         extra = 8 * n_rows * n_features if nan_policy == "omit" else 0
         return super().block_nbytes(n_rows, n_features, n_classes) + 8 * n_rows + extra
 
-    def merge(self, other: Self) -> Self:
-        if not isinstance(other, ClassMoments):
-            raise TypeError(f"cannot merge ClassMoments with {type(other).__name__}")
-        if self.n_classes and other.n_classes and self.n_features != other.n_features:
-            raise ValueError(
-                f"cannot merge ClassMoments of {self.n_features} features with ClassMoments of "
-                f"{other.n_features} features"
-            )
+    def _merge_key(self) -> int | None:
+        return self.n_features if self.n_classes else None  # no class yet: no width either
+
+    def _merge(self, other: Self) -> Self:
         classes = union_classes(self.classes, other.classes, "ClassMoments")
         mine = dict(zip(self.classes.tolist(), self.moments, strict=True))
         theirs = dict(zip(other.classes.tolist(), other.moments, strict=True))

@@ -20,7 +20,7 @@ import scipy.sparse
 from ddr.stats._centring import scratch
 from ddr.stats._checks import check_block, check_finite, check_weights, class_index
 from ddr.stats._sparse import as_csr64
-from ddr.stats.base import Statistic
+from ddr.stats.base import FEATURE_DIM, CheckData, Statistic
 from ddr.stats.class_moments import union_classes
 
 __all__ = ["ClassSums"]
@@ -43,10 +43,26 @@ class ClassSums(Statistic):
     accepts_labels = True
     accepts_sparse = True
     readouts: ClassVar[tuple[str, ...]] = ("classes", "counts", "sums", "class_counts")
+    readout_dims: ClassVar[dict[str, tuple[str, ...]]] = {
+        "classes": ("class",),
+        "counts": ("class",),
+        "sums": ("class", FEATURE_DIM),
+        "class_counts": ("class",),
+    }
+    _fields_as: ClassVar[dict[str, str]] = {
+        "classes": "labels", "counts": "float64", "sums": "float64",
+    }  # fmt: skip
+    _labels_field = "classes"
 
     classes: np.ndarray | None
     counts: np.ndarray
     sums: np.ndarray
+
+    @classmethod
+    def check_data(cls, rng: np.random.Generator, n_rows: int) -> CheckData:
+        """Rows of the kind this statistic takes, for the conformance suite."""
+        data = super().check_data(rng, n_rows)
+        return CheckData(data.X, data.y, invariant=("classes", "counts"))
 
     @classmethod
     def from_block(
@@ -108,14 +124,9 @@ class ClassSums(Statistic):
         k = len(classes)
         return cls(np.asarray(classes), np.zeros(k), np.zeros((k, n_features)))
 
-    def __post_init__(self) -> None:
-        classes = None if self.classes is None else np.asarray(self.classes)
-        sums = np.asarray(self.sums, dtype=np.float64)
-        if sums.ndim != 2:
+    def _validate(self) -> None:
+        if self.sums.ndim != 2:
             raise ValueError("ClassSums.sums must be 2-D (class, feature)")
-        object.__setattr__(self, "classes", classes)
-        object.__setattr__(self, "counts", np.asarray(self.counts, dtype=np.float64))
-        object.__setattr__(self, "sums", sums)
 
     @property
     def n_features(self) -> int:
@@ -130,16 +141,7 @@ class ClassSums(Statistic):
     def value_nbytes(cls, n_features: int, n_classes: int = 1, **options: Any) -> int:
         return 8 * n_classes * (n_features + 1)
 
-    def merge(self, other: Self) -> Self:
-        if not isinstance(other, ClassSums):
-            raise TypeError(f"cannot merge ClassSums with {type(other).__name__}")
-        if self.n_features != other.n_features:
-            raise ValueError(
-                f"cannot merge ClassSums of {self.n_features} features with ClassSums of "
-                f"{other.n_features} features"
-            )
-        if (self.classes is None) != (other.classes is None):
-            raise ValueError("cannot merge labelled ClassSums with unlabelled ones")
+    def _merge(self, other: Self) -> Self:
         if self.classes is None:
             return type(self)(None, self.counts + other.counts, self.sums + other.sums)
         classes = union_classes(self.classes, other.classes, "ClassSums")

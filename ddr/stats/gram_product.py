@@ -16,7 +16,7 @@ float64) or scipy.sparse CSR (two sparse products, O(nnz l); the block is never 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 import numpy as np
 import scipy.sparse
@@ -24,7 +24,7 @@ import scipy.sparse
 from ddr.stats._centring import scratch, small_gemm_rows
 from ddr.stats._checks import check_block, check_finite
 from ddr.stats._sparse import as_csr64, column_moments
-from ddr.stats.base import Statistic
+from ddr.stats.base import CheckData, Statistic
 from ddr.stats.moments import Moments
 
 __all__ = ["GramProduct"]
@@ -60,6 +60,13 @@ class GramProduct(Statistic):
     mean: np.ndarray
     sq: np.ndarray
     product: np.ndarray
+
+    @classmethod
+    def check_data(cls, rng: np.random.Generator, n_rows: int) -> CheckData:
+        """Rows of the kind this statistic takes, for the conformance suite."""
+        data = super().check_data(rng, n_rows)
+        basis = rng.standard_normal((data.X.shape[1], 2))
+        return CheckData(data.X, options={"basis": basis}, invariant=("count", "sq"))
 
     @classmethod
     def from_block(
@@ -110,10 +117,12 @@ class GramProduct(Statistic):
             return cls(float(m.count), m.mean, m.scatter, product)
         return cls(float(X.shape[0]), np.zeros(0), np.zeros(0), product)
 
-    def __post_init__(self) -> None:
-        for name in ("mean", "sq", "product"):
-            object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.float64))
-        object.__setattr__(self, "count", float(self.count))
+    _fields_as: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(("mean", "sq", "product"), "float64"), "count": "float",
+    }  # fmt: skip
+    _merge_mismatch = (
+        "cannot merge {cls} of shape {a} with one of shape {b}; both must use the same basis"
+    )
 
     # ------------------------------------------------------------------ shape
     @property
@@ -143,26 +152,11 @@ class GramProduct(Statistic):
         return 8 * rows * (n_features + width)
 
     # ------------------------------------------------------------------ merge
-    def merge(self, other: Self) -> Self:
-        """Sum of the products, Chan merge of the column moments.
+    def _merge_key(self) -> tuple[int, ...]:
+        return self.product.shape
 
-        Parameters
-        ----------
-        other : GramProduct
-            The statistic of other rows, for the same basis.
-
-        Returns
-        -------
-        GramProduct
-            The statistic of both.
-        """
-        if not isinstance(other, GramProduct):
-            raise TypeError(f"cannot merge GramProduct with {type(other).__name__}")
-        if other.product.shape != self.product.shape:
-            raise ValueError(
-                f"cannot merge GramProduct of shape {self.product.shape} with one of shape "
-                f"{other.product.shape}; both must use the same basis"
-            )
+    def _merge(self, other: Self) -> Self:
+        """Sum of the products, Chan merge of the column moments."""
         product = self.product + other.product
         na, nb = self.count, other.count
         n = na + nb

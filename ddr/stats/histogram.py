@@ -29,7 +29,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval
 
 from ddr.stats._checks import check_block, check_finite, check_weights, class_index
-from ddr.stats.base import Statistic
+from ddr.stats.base import FEATURE_DIM, CheckData, Statistic
 from ddr.stats.class_moments import union_classes
 
 __all__ = ["Histogram", "lattice_exponent", "union_exponent"]
@@ -118,6 +118,22 @@ class Histogram(Statistic):
         "min_bin_width": [Interval(Real, 0, None, closed="neither"), None],
     }
     readouts: ClassVar[tuple[str, ...]] = ("classes", "counts", "class_counts", "bin_width")
+    readout_dims: ClassVar[dict[str, tuple[str, ...]]] = {
+        "classes": ("class",),
+        "counts": ("class", FEATURE_DIM, "bin"),
+        "class_counts": ("class",),
+        "bin_width": (FEATURE_DIM,),
+    }
+    _fields_as: ClassVar[dict[str, str]] = {
+        "counts": "float64", "start": "int64", "exponent": "int64", "lo": "float64",
+        "hi": "float64", "classes": "labels",
+    }  # fmt: skip
+    _labels_field = "classes"
+    _labels_mismatch = "cannot merge labelled Histograms with unlabelled ones"
+    _merge_mismatch = (
+        "cannot merge a Histogram of {a[0]} features x {a[1]} bins with one of {b[0]} "
+        "features x {b[1]} bins"
+    )
 
     classes: np.ndarray | None
     counts: np.ndarray
@@ -127,6 +143,12 @@ class Histogram(Statistic):
     hi: np.ndarray
 
     accepts_labels = True
+
+    @classmethod
+    def check_data(cls, rng: np.random.Generator, n_rows: int) -> CheckData:
+        """Rows of the kind this statistic takes, for the conformance suite."""
+        data = super().check_data(rng, n_rows)
+        return CheckData(data.X, data.y, invariant=("classes", "class_counts"))
 
     @classmethod
     def from_block(
@@ -214,15 +236,6 @@ class Histogram(Statistic):
             np.full(n_features, -np.inf),
         )
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "counts", np.asarray(self.counts, dtype=np.float64))
-        object.__setattr__(self, "start", np.asarray(self.start, dtype=np.int64))
-        object.__setattr__(self, "exponent", np.asarray(self.exponent, dtype=np.int64))
-        object.__setattr__(self, "lo", np.asarray(self.lo, dtype=np.float64))
-        object.__setattr__(self, "hi", np.asarray(self.hi, dtype=np.float64))
-        if self.classes is not None:
-            object.__setattr__(self, "classes", np.asarray(self.classes))
-
     @property
     def n_features(self) -> int:
         return self.counts.shape[1]
@@ -243,16 +256,10 @@ class Histogram(Statistic):
         """Memory estimate of ``from_block``'s temporaries: lattice indices of a sub-block."""
         return 16 * min(n_rows, 8192) * n_features  # int64 indices and float64 weights
 
-    def merge(self, other: Self) -> Self:
-        if not isinstance(other, Histogram):
-            raise TypeError(f"cannot merge Histogram with {type(other).__name__}")
-        if self.n_features != other.n_features or self.n_bins != other.n_bins:
-            raise ValueError(
-                f"cannot merge a Histogram of {self.n_features} features x {self.n_bins} bins "
-                f"with one of {other.n_features} features x {other.n_bins} bins"
-            )
-        if (self.classes is None) != (other.classes is None):
-            raise ValueError("cannot merge labelled Histograms with unlabelled ones")
+    def _merge_key(self) -> tuple[int, int]:
+        return self.n_features, self.n_bins
+
+    def _merge(self, other: Self) -> Self:
         if self.classes is None:
             classes, rows_a, rows_b = None, slice(None), slice(None)
             k = 1

@@ -21,7 +21,7 @@ from sklearn.utils._param_validation import StrOptions
 
 from ddr.stats._centring import Centring, scratch
 from ddr.stats._checks import check_block, check_finite, check_weights
-from ddr.stats.base import Statistic
+from ddr.stats.base import FEATURE_DIM, CheckData, Statistic
 
 __all__ = ["Moments"]
 
@@ -155,11 +155,31 @@ class Moments(Statistic):
     readouts: ClassVar[tuple[str, ...]] = (
         "count", "mean", "covariance", "variance", "std", "correlation", "total_variance",
     )  # fmt: skip
+    readout_dims: ClassVar[dict[str, tuple[str, ...]]] = {
+        "count": (),
+        "mean": (FEATURE_DIM,),
+        "covariance": (FEATURE_DIM, f"{FEATURE_DIM}_2"),
+        "variance": (FEATURE_DIM,),
+        "std": (FEATURE_DIM,),
+        "correlation": (FEATURE_DIM, f"{FEATURE_DIM}_2"),
+        "total_variance": (),
+    }
+    _fields_as: ClassVar[dict[str, str]] = {
+        "count": "count", "mean": "float64", "scatter": "float64", "n_rows": "int",
+    }  # fmt: skip
 
     count: float | np.ndarray
     mean: np.ndarray
     scatter: np.ndarray
     n_rows: int = 0
+
+    @classmethod
+    def check_data(cls, rng: np.random.Generator, n_rows: int) -> CheckData:
+        """Rows of the kind this statistic takes, for the conformance suite."""
+        data = super().check_data(rng, n_rows)
+        return CheckData(
+            data.X, options={}, invariant=("count", "covariance", "variance", "n_rows")
+        )
 
     @classmethod
     def from_block(
@@ -225,16 +245,6 @@ class Moments(Statistic):
         count: float | np.ndarray = np.zeros(d) if per_feature else 0.0
         return cls(count, np.zeros(d), np.zeros(d) if diagonal else np.zeros((d, d)), 0)
 
-    def __post_init__(self) -> None:
-        mean = np.asarray(self.mean, dtype=np.float64)
-        scatter = np.asarray(self.scatter, dtype=np.float64)
-        count = self.count
-        count = float(count) if np.ndim(count) == 0 else np.asarray(count, dtype=np.float64)
-        object.__setattr__(self, "mean", mean)
-        object.__setattr__(self, "scatter", scatter)
-        object.__setattr__(self, "count", count)
-        object.__setattr__(self, "n_rows", int(self.n_rows))
-
     # ------------------------------------------------------------------ shape
     @property
     def n_features(self) -> int:
@@ -270,21 +280,8 @@ class Moments(Statistic):
             return 6 * 8 * n_rows * n_features
         return super().block_nbytes(n_rows, n_features, n_classes)
 
-    def merge(self, other: Self) -> Self:
-        """Chan/Golub/LeVeque merge of the moments of two disjoint sets of rows.
-
-        Parameters
-        ----------
-        other : Moments
-            The same statistic, with the same options, of other rows.
-        """
-        if not isinstance(other, Moments):
-            raise TypeError(f"cannot merge Moments with {type(other).__name__}")
-        if other.n_features != self.n_features:
-            raise ValueError(
-                f"cannot merge Moments of {self.n_features} features with Moments of "
-                f"{other.n_features} features"
-            )
+    def _merge(self, other: Self) -> Self:
+        """Chan/Golub/LeVeque merge of the moments of two disjoint sets of rows."""
         if other.diagonal != self.diagonal:
             raise ValueError("cannot merge diagonal Moments with full Moments")
         na, nb = self.count, other.count

@@ -27,7 +27,7 @@ from scipy.linalg.blas import dsyrk
 
 from ddr.stats._centring import Centring
 from ddr.stats._checks import check_block, check_finite
-from ddr.stats.base import Statistic
+from ddr.stats.base import FEATURE_DIM, CheckData, Statistic
 
 __all__ = ["PairwiseMoments"]
 
@@ -53,12 +53,27 @@ class PairwiseMoments(Statistic):
     """
 
     readouts: ClassVar[tuple[str, ...]] = ("count", "mean", "covariance")
+    readout_dims: ClassVar[dict[str, tuple[str, ...]]] = {
+        "count": (FEATURE_DIM,),
+        "mean": (FEATURE_DIM,),
+        "covariance": (FEATURE_DIM, f"{FEATURE_DIM}_2"),
+    }
+    _fields_as: ClassVar[dict[str, str]] = {
+        "shift": "float64", "pair_count": "float64", "s1": "float64", "s2": "float64",
+        "n_rows": "int",
+    }  # fmt: skip
 
     shift: np.ndarray
     pair_count: np.ndarray
     s1: np.ndarray
     s2: np.ndarray
     n_rows: int = 0
+
+    @classmethod
+    def check_data(cls, rng: np.random.Generator, n_rows: int) -> CheckData:
+        """Rows of the kind this statistic takes, for the conformance suite."""
+        data = super().check_data(rng, n_rows)
+        return CheckData(data.X, invariant=("count", "covariance"))
 
     @classmethod
     def from_block(
@@ -133,11 +148,6 @@ class PairwiseMoments(Statistic):
         s1 += colsum[:, None]
         return cls(shift, N, s1, np.ascontiguousarray(s2), n)
 
-    def __post_init__(self) -> None:
-        for name in ("shift", "pair_count", "s1", "s2"):
-            object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.float64))
-        object.__setattr__(self, "n_rows", int(self.n_rows))
-
     @property
     def n_features(self) -> int:
         return self.shift.shape[0]
@@ -153,21 +163,8 @@ class PairwiseMoments(Statistic):
         )
         return s1, s2
 
-    def merge(self, other: Self) -> Self:
-        """Combine the sums of two disjoint sets of rows, about a count-weighted shift.
-
-        Parameters
-        ----------
-        other : PairwiseMoments
-            The same statistic, with the same options, of other rows.
-        """
-        if not isinstance(other, PairwiseMoments):
-            raise TypeError(f"cannot merge PairwiseMoments with {type(other).__name__}")
-        if other.n_features != self.n_features:
-            raise ValueError(
-                f"cannot merge PairwiseMoments of {self.n_features} features with "
-                f"PairwiseMoments of {other.n_features} features"
-            )
+    def _merge(self, other: Self) -> Self:
+        """Combine the sums of two disjoint sets of rows, about a count-weighted shift."""
         na, nb = np.diagonal(self.pair_count), np.diagonal(other.pair_count)
         tot = na + nb
         with np.errstate(invalid="ignore", divide="ignore"):

@@ -34,7 +34,7 @@ import numpy as np
 import scipy.sparse
 
 from ddr.stats._sparse import as_csr64
-from ddr.stats.base import Statistic
+from ddr.stats.base import FEATURE_DIM, CheckData, Statistic
 
 __all__ = ["PLSASums", "check_counts", "fold_in"]
 
@@ -176,11 +176,28 @@ class PLSASums(Statistic):
     accepts_sparse = True
     carries_rows = True
     readouts: ClassVar[tuple[str, ...]] = ("topic_word", "loglik", "n_docs", "n_tokens")
+    readout_dims: ClassVar[dict[str, tuple[str, ...]]] = {
+        "topic_word": ("topic", FEATURE_DIM),
+        "loglik": (),
+        "n_docs": (),
+        "n_tokens": (),
+    }
+    _fields_as: ClassVar[dict[str, str]] = {
+        "topic_word": "float64", "loglik": "float", "n_docs": "float", "n_tokens": "float",
+    }  # fmt: skip
+    _merge_mismatch = "cannot merge {cls} of shape {a} with {b}"
 
     topic_word: np.ndarray
     loglik: float
     n_docs: float
     n_tokens: float
+
+    @classmethod
+    def check_data(cls, rng: np.random.Generator, n_rows: int) -> CheckData:
+        """Rows of the kind this statistic takes, for the conformance suite."""
+        X = rng.poisson(2.0, (n_rows, 5)).astype(float)
+        topics = rng.dirichlet(np.ones(5), size=2)
+        return CheckData(X, options={"topics": topics}, offset=False)  # counts
 
     @classmethod
     def from_block(
@@ -255,11 +272,6 @@ class PLSASums(Statistic):
         topic_word = topics * np.asarray((ratio.T @ theta).T)
         return cls(topic_word, float(loglik.sum()), float(X.shape[0]), float(X.data.sum()))
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "topic_word", np.asarray(self.topic_word, dtype=np.float64))
-        for name in ("loglik", "n_docs", "n_tokens"):
-            object.__setattr__(self, name, float(getattr(self, name)))
-
     @classmethod
     def value_nbytes(cls, n_features: int, n_classes: int = 1, **options: Any) -> int:
         topics = options.get("topics")
@@ -273,14 +285,10 @@ class PLSASums(Statistic):
         k = 1 if topics is None else int(np.shape(topics)[0])
         return 8 * 4 * k * n_rows * min(n_features, 256)
 
-    def merge(self, other: Self) -> Self:
-        if not isinstance(other, PLSASums):
-            raise TypeError(f"cannot merge PLSASums with {type(other).__name__}")
-        if self.topic_word.shape != other.topic_word.shape:
-            raise ValueError(
-                f"cannot merge PLSASums of shape {self.topic_word.shape} with "
-                f"{other.topic_word.shape}"
-            )
+    def _merge_key(self) -> tuple[int, ...]:
+        return self.topic_word.shape
+
+    def _merge(self, other: Self) -> Self:
         return type(self)(
             self.topic_word + other.topic_word,
             self.loglik + other.loglik,

@@ -35,13 +35,13 @@ variance per feature instead of pooling them.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
 from ddr.stats._centring import Centring, small_gemm_rows
 from ddr.stats._checks import check_block, check_finite
-from ddr.stats.base import Statistic
+from ddr.stats.base import CheckData, Statistic
 
 __all__ = [
     "PPCAParams",
@@ -376,6 +376,14 @@ class PPCASums(Statistic):
         )
 
     @classmethod
+    def check_data(cls, rng: np.random.Generator, n_rows: int) -> CheckData:
+        """Rows of the kind this statistic takes, for the conformance suite."""
+        data = super().check_data(rng, n_rows)
+        d = data.X.shape[1]
+        params = PPCAParams(rng.standard_normal((d, 1)), np.zeros(d), 1.0)
+        return CheckData(data.X, options={"params": params})
+
+    @classmethod
     def from_block(
         cls,
         X: np.ndarray,
@@ -441,13 +449,13 @@ class PPCASums(Statistic):
             a.zz_total,
         )
 
-    def __post_init__(self) -> None:
-        for name in ("count", "zz_shared", "zz_feature", "yz", "yy", "zz_total"):
-            object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.float64))
-        object.__setattr__(self, "n_rows", int(self.n_rows))
-        object.__setattr__(self, "n_empty", int(self.n_empty))
-        object.__setattr__(self, "n_obs", float(self.n_obs))
-        object.__setattr__(self, "loglik", float(self.loglik))
+    _fields_as: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(("count", "zz_shared", "zz_feature", "yz", "yy", "zz_total"), "float64"),
+        "n_rows": "int", "n_empty": "int", "n_obs": "float", "loglik": "float",
+    }  # fmt: skip
+    _merge_mismatch = (
+        "cannot merge PPCASums of shape {a} with PPCASums of shape {b} (features, components + 1)"
+    )
 
     @property
     def n_features(self) -> int:
@@ -482,21 +490,11 @@ class PPCASums(Statistic):
         rows = min(n_rows, small_gemm_rows(n_features, q1, lo=128, hi=4096))
         return 8 * rows * (2 * n_features + q1 * q1 + q1)
 
-    def merge(self, other: Self) -> Self:
-        """Add the sums of disjoint rows (for the same parameters).
+    def _merge_key(self) -> tuple[int, ...]:
+        return self.yz.shape
 
-        Parameters
-        ----------
-        other : PPCASums
-            The same statistic, with the same options, of other rows.
-        """
-        if not isinstance(other, PPCASums):
-            raise TypeError(f"cannot merge PPCASums with {type(other).__name__}")
-        if other.yz.shape != self.yz.shape:
-            raise ValueError(
-                f"cannot merge PPCASums of shape {self.yz.shape} with PPCASums of shape "
-                f"{other.yz.shape} (features, components + 1)"
-            )
+    def _merge(self, other: Self) -> Self:
+        """Add the sums of disjoint rows (for the same parameters)."""
         if self.zz_feature.shape[0] == 0:
             zz_feature = other.zz_feature
         elif other.zz_feature.shape[0] == 0:

@@ -20,13 +20,13 @@ two GEMMs, ``T^T = V^T X_c^T`` (l x rows) and ``T^T X_c`` (l x d; an extra row o
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
 from ddr.stats._centring import Centring, small_gemm_rows
 from ddr.stats._checks import check_block, check_finite, check_weights
-from ddr.stats.base import Statistic
+from ddr.stats.base import CheckData, Statistic
 
 __all__ = ["CentredProduct"]
 
@@ -65,6 +65,14 @@ class CentredProduct(Statistic):
     product: np.ndarray
     mean_proj: np.ndarray
     n_rows: int = 0
+
+    @classmethod
+    def check_data(cls, rng: np.random.Generator, n_rows: int) -> CheckData:
+        """Rows of the kind this statistic takes, for the conformance suite."""
+        data = super().check_data(rng, n_rows)
+        basis = rng.standard_normal((data.X.shape[1], 2))
+        invariant = ("count", "sq", "product", "n_rows")
+        return CheckData(data.X, options={"basis": basis}, invariant=invariant)
 
     @classmethod
     def from_block(
@@ -164,11 +172,13 @@ class CentredProduct(Statistic):
                 sq -= total * r * r
         return cls(total, shift, sq, prod, shift @ V, n)
 
-    def __post_init__(self) -> None:
-        for name in ("mean", "sq", "product", "mean_proj"):
-            object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.float64))
-        object.__setattr__(self, "count", float(self.count))
-        object.__setattr__(self, "n_rows", int(self.n_rows))
+    _fields_as: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(("mean", "sq", "product", "mean_proj"), "float64"),
+        "count": "float", "n_rows": "int",
+    }  # fmt: skip
+    _merge_mismatch = (
+        "cannot merge {cls} of shape {a} with one of shape {b}; both must use the same basis"
+    )
 
     # ------------------------------------------------------------------ shape
     @property
@@ -204,21 +214,11 @@ class CentredProduct(Statistic):
         rows = min(n_rows, small_gemm_rows(n_features, width + 1, lo=16, hi=8192))
         return 8 * rows * (n_features + width + 1)
 
-    def merge(self, other: Self) -> Self:
-        """Chan merge of two disjoint sets of rows sketched with the same basis.
+    def _merge_key(self) -> tuple[int, ...]:
+        return self.product.shape
 
-        Parameters
-        ----------
-        other : CentredProduct
-            The same statistic, with the same options, of other rows.
-        """
-        if not isinstance(other, CentredProduct):
-            raise TypeError(f"cannot merge CentredProduct with {type(other).__name__}")
-        if other.product.shape != self.product.shape:
-            raise ValueError(
-                f"cannot merge CentredProduct of shape {self.product.shape} with one of shape "
-                f"{other.product.shape}; both must use the same basis"
-            )
+    def _merge(self, other: Self) -> Self:
+        """Chan merge of two disjoint sets of rows sketched with the same basis."""
         na, nb = self.count, other.count
         n = na + nb
         if n == 0:
