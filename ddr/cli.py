@@ -605,103 +605,24 @@ def plan_cmd(
 
 
 # ------------------------------------------------------------------------ inspect
-def _claim_info(p: Any) -> dict[str, Any] | None:
-    """The claim a run holds on the output at ``p`` (:mod:`ddr.io.claims`), if any."""
-    from ddr.io.claims import ClaimRecord, claim_location
-
-    where = claim_location(p)
-    try:
-        record = ClaimRecord.from_bytes(where.read_bytes())
-    except (FileNotFoundError, IsADirectoryError):
-        return None
-    if record is None:
-        return None
-    return {"by": record.describe(), "stale": record.stale()}
-
-
 def inspect_path(path: Any) -> tuple[dict[str, Any], int]:
     """What is at ``path`` (a local path or URL: a ddr output, model, JSON or PNG) and the
-    exit code for it."""
-    from ddr.io import output_status
+    exit code for it: what its output kind shows (:mod:`ddr.pipeline.outputs`)."""
     from ddr.io.locations import Location, redact, resolve
+    from ddr.pipeline.outputs import kind_at
 
     p = resolve(path)
     info: dict[str, Any] = {"path": p.url if isinstance(path, Location) else redact(str(path))}
     if not p.exists() or p.is_empty_folder():  # an empty folder is nobody's output
         info["status"] = "missing"
         return info, 2
-    if not p.is_zarr() and p.is_file():  # (HTTP servers may answer for a folder too)
-        from ddr.pipeline.reports import read_fingerprint
-
-        fp = read_fingerprint(p)
-        info["status"] = "complete" if fp else "not-ddr"
-        info["fingerprint"] = fp
-        info["bytes"] = p.size()
-        if p.path.endswith(".json") and fp:
-            data = json.loads(p.read_bytes())
-            info["keys"] = [k for k in data if not k.startswith("ddr:")]
-        return info, _INSPECT_CODES[info["status"]]
-    status = output_status(p)
-    info["status"] = status
-    claim = _claim_info(p)
-    if claim is not None:
-        info["claim"] = claim
-    if not p.is_zarr():
-        return info, _INSPECT_CODES[status]
-    import zarr
-
-    try:
-        with p.errors("read"):
-            group = zarr.open_group(p.store(), mode="r")
-    except Exception as exc:
-        info["error"] = redact(f"{type(exc).__name__}: {exc}")
-        return info, 1
-    attrs = group.attrs.asdict()
-    arrays = {}
-    for name, arr in sorted(group.arrays()):
-        dims = getattr(arr.metadata, "dimension_names", None)
-        arrays[name] = {
-            "shape": list(arr.shape),
-            "dims": list(dims) if dims else None,
-            "dtype": str(arr.dtype),
-            "chunks": list(arr.chunks),
-            "chunks_written": f"{arr.nchunks_initialized}/{arr.nchunks}",
-        }
-    info["arrays"] = arrays
-    from ddr.io.csr import is_csr_group
-
-    sparse = {
-        name: {
-            "shape": sub.attrs.get("shape"),
-            "dtype": str(sub["data"].dtype) if "data" in sub else None,
-            "stored_values": int(sub["data"].shape[0]) if "data" in sub else None,
-        }
-        for name, sub in sorted(group.groups())
-        if is_csr_group(sub)
-    }
-    if sparse:
-        info["sparse"] = sparse
-    for key in ("ddr:model", "ddr:fingerprint", "ddr:version", "history"):
-        if key in attrs:
-            info[key.removeprefix("ddr:")] = attrs[key]
-    prov = attrs.get("ddr:provenance")
-    if isinstance(prov, dict):
-        info["provenance"] = {
-            "pipeline": {k: v for k, v in prov.get("pipeline", {}).items() if k != "resolved"},
-            "from": prov.get("output", {}).get("from"),
-            "steps": {k: v.get("op") for k, v in prov.get("steps", {}).items()},
-            "inputs": prov.get("inputs"),
-            "versions": prov.get("versions"),
-            "run": prov.get("run"),
-        }
-    other = {
-        k: v
-        for k, v in attrs.items()
-        if not k.startswith("ddr:") and k not in ("history", "params", "state")
-    }
-    if other:
-        info["attrs"] = other
-    return info, _INSPECT_CODES[status]
+    kind, probe = kind_at(p)
+    if kind is None:  # no kind wrote this
+        info.update(status="not-ddr", fingerprint=None, bytes=p.size() if probe.is_file else None)
+        return info, _INSPECT_CODES["not-ddr"]
+    info["kind"] = kind.name
+    info.update(kind.inspect(probe))
+    return info, 1 if "error" in info else _INSPECT_CODES[info["status"]]
 
 
 #: ``ddr inspect``'s exit code for each status of what is at the path

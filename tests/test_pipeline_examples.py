@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from pathlib import Path
 
 import dask
 import pytest
@@ -23,7 +22,6 @@ from pipeline_support import (
 from typer.testing import CliRunner
 
 from ddr.cli import app
-from ddr.io import output_status
 from ddr.pipeline import plan_pipeline, run_plan
 
 NAMES = example_names()
@@ -63,10 +61,7 @@ def test_every_pipeline_validates(data, monkeypatch):
 
 def _outputs_complete(plan) -> None:
     for out in plan.outputs:
-        if out.kind in ("zarr", "model"):
-            assert output_status(out.path) == "complete", out.path
-        else:
-            assert Path(out.path).is_file(), out.path
+        assert out.output_kind.status(out.location)[0] == "complete", out.path
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from pipeline_support import PIPELINES, ReadCounter, make_data
 import ddr
 from ddr.io import open_input, output_status, read_attrs
 from ddr.pipeline import RunError, plan_pipeline, run_plan
-from ddr.pipeline.reports import read_fingerprint
+from ddr.pipeline.outputs import read_fingerprint
 
 QUICKSTART = PIPELINES / "quickstart.yaml"
 

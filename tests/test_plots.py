@@ -11,7 +11,8 @@ from pipeline_support import PIPELINES, make_data
 import ddr
 from ddr.pipeline import plan_pipeline, run_plan
 from ddr.pipeline.lineage import rows_role
-from ddr.pipeline.plots import (
+from ddr.pipeline.outputs.plots import (
+    component_name,
     draw_confusion,
     draw_kde,
     draw_loglik,
@@ -139,12 +140,12 @@ def test_confusion_says_which_rows_and_labels_its_colour_bar():
 
 
 def test_component_names_are_asked_of_the_estimator():
-    assert ddr.PCA._component_name(0) == "PC1"
-    assert ddr.KernelPCA._component_name(2) == "KPC3"
-    assert ddr.LinearDiscriminantAnalysis._component_name(1) == "LD2"
-    assert ddr.CCA._component_name(0) == "X canonical variate 1"
-    assert ddr.CCA._component_name(0, "y_data") == "Y canonical variate 1"
-    assert ddr.StandardScaler._component_name(0) == "component 1"
+    assert component_name(ddr.PCA, 0) == "PC1"
+    assert component_name(ddr.KernelPCA, 2) == "KPC3"
+    assert component_name(ddr.LinearDiscriminantAnalysis, 1) == "LD2"
+    assert component_name(ddr.CCA, 0) == "X canonical variate 1"
+    assert component_name(ddr.CCA, 0, "y_data") == "Y canonical variate 1"
+    assert component_name(ddr.StandardScaler, 0) == "component 1"
 
 
 # ------------------------------------------------------------ from pipelines

@@ -73,23 +73,46 @@ def seconds(value: str | float) -> float:
 
 
 def _unwrap(tp: Any) -> Any:
-    while typing.get_origin(tp) is Annotated:
-        tp = typing.get_args(tp)[0]
-    return tp
+    while True:
+        if typing.get_origin(tp) is Annotated:
+            tp = typing.get_args(tp)[0]
+        elif hasattr(tp, "resolved_type"):  # stands for a type built at run time
+            tp = tp.resolved_type()
+        else:
+            return tp
+
+
+def _members(tp: Any) -> list[Any]:
+    """The members of a union, those of unions inside it included (None left out)."""
+    tp = _unwrap(tp)
+    if typing.get_origin(tp) not in (Union, types.UnionType):
+        return [tp]
+    return [m for a in typing.get_args(tp) if a is not type(None) for m in _members(a)]
+
+
+def _tags_fit(model: type[BaseModel], data: dict[str, Any]) -> bool:
+    """Whether ``data`` has the value of every required ``Literal`` field of ``model`` (the
+    tags that tell the members of a union apart: ``kind``, ``plot``)."""
+    tags = [
+        (f.alias or n, typing.get_args(f.annotation))
+        for n, f in model.model_fields.items()
+        if f.is_required() and typing.get_origin(f.annotation) is typing.Literal
+    ]
+    return bool(tags) and all(data.get(name) in values for name, values in tags)
 
 
 def _pick_member(tp: Any, data: Any) -> Any:
-    """For a union, the member that validates ``data`` (by the ``kind`` tag), else the only
-    non-None member; other types are returned as they are."""
+    """For a union, the member that validates ``data`` (by its tags: ``kind``, and ``plot``
+    in the union of plots inside), else the only non-None member; other types are returned
+    as they are."""
     tp = _unwrap(tp)
     if typing.get_origin(tp) not in (Union, types.UnionType):
         return tp
-    members = [_unwrap(a) for a in typing.get_args(tp) if a is not type(None)]
+    members = _members(tp)
     models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
     if isinstance(data, dict) and models:
         for m in models:
-            tag = m.model_fields.get("kind")
-            if tag is not None and data.get("kind") in typing.get_args(tag.annotation):
+            if _tags_fit(m, data):
                 return m
     if len(members) == 1:
         return members[0]
@@ -134,6 +157,8 @@ def data_path(data: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
                 and nxt in data
                 and not (isinstance(child, dict) and nxt in child)
                 and not isinstance(child, list)
+            ) or (  # a tag named as its field is, before the tag of a union inside
+                nxt is not None and isinstance(child, str) and child == nxt
             )
             if is_tag:
                 continue
@@ -174,10 +199,12 @@ def _message(err: dict[str, Any], path: tuple[Any, ...], root: type[BaseModel], 
         )
     if kind == "union_tag_invalid":
         tags = err.get("ctx", {}).get("expected_tags", "")
-        return f"{where}: unknown kind {_fmt(err['ctx'].get('tag'))}; valid kinds: {tags}"
+        tag = str(err.get("ctx", {}).get("discriminator", "kind")).strip("'")
+        return f"{where}: unknown {tag} {_fmt(err['ctx'].get('tag'))}; valid {tag}s: {tags}"
     if kind == "union_tag_not_found":
         tags = err.get("ctx", {}).get("expected_tags", "")
-        return f"{where}: missing required key 'kind'" + (f" ({tags})" if tags else "")
+        tag = str(err.get("ctx", {}).get("discriminator", "kind")).strip("'")
+        return f"{where}: missing required key {tag!r}" + (f" ({tags})" if tags else "")
     if kind == "literal_error":
         if path in (("ddr",), ("ddr-cluster",)):
             return (

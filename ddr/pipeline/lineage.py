@@ -13,13 +13,12 @@ confusion matrix shows training or held-out accuracy (:func:`rows_role`).
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from ddr.io.locations import redact
-from ddr.pipeline.schema import split_ref
+from ddr.pipeline.spec_types import split_ref
 
-__all__ = ["describe_changes", "lineage", "read_provenance", "rows_role"]
+__all__ = ["describe_changes", "lineage", "rows_role", "stored_provenance"]
 
 
 def lineage(steps: dict[str, Any], inputs: dict[str, Any], refs: list[str]) -> dict[str, Any]:
@@ -70,35 +69,6 @@ def lineage(steps: dict[str, Any], inputs: dict[str, Any], refs: list[str]) -> d
     for ref in refs:
         walk(ref)
     return {"steps": out_steps, "inputs": out_inputs}
-
-
-def read_provenance(path: Any, kind: str) -> dict[str, Any] | None:
-    """The provenance stored in an output (Zarr group, saved model, JSON or PNG; a path,
-    URL or :class:`~ddr.io.locations.Location`), or None."""
-    from ddr.io.locations import resolve
-
-    p = resolve(path)
-    suffix = os.path.splitext(p.path)[1].lower()
-    try:
-        if kind in ("zarr", "model"):
-            from ddr.io import read_attrs
-
-            value = read_attrs(p).get("ddr:provenance")
-        elif suffix == ".json":
-            value = json.loads(p.read_bytes().decode("utf-8")).get("ddr:provenance")
-        elif suffix == ".png":
-            import io
-
-            from PIL import Image
-
-            with Image.open(io.BytesIO(p.read_bytes())) as im:
-                text = im.text.get("ddr:provenance")
-            value = json.loads(text) if text else None
-        else:
-            value = None
-    except Exception:  # unreadable: nothing to compare with
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def describe_changes(stored: dict[str, Any] | None, planned: dict[str, Any]) -> list[str]:
@@ -188,7 +158,7 @@ def rows_role(
         return "rows"
     rows = lineage(steps, inputs, [step.refs["X"]])["inputs"]
     if model_path is not None:
-        trained = (read_provenance(model_path, "model") or {}).get("inputs") or {}
+        trained = (stored_provenance(model_path) or {}).get("inputs") or {}
     else:
         trained = lineage(steps, inputs, [step.refs["model"]])["inputs"]
     if not rows or not trained:
@@ -202,6 +172,18 @@ def rows_role(
     if None in overlaps:
         return "rows"
     return "rows partly used to fit"
+
+
+def stored_provenance(path: Any) -> dict[str, Any] | None:
+    """The provenance a Zarr output or saved model stores (a group attribute), or None."""
+    from ddr.io import read_attrs
+    from ddr.io.outputs import PROVENANCE_ATTR
+
+    try:
+        value = read_attrs(path).get(PROVENANCE_ATTR)
+    except Exception:  # unreadable: the rows cannot be told
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _overlap(a: dict[str, Any], b: dict[str, Any]) -> str | None:

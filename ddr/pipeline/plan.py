@@ -11,13 +11,17 @@ import difflib
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddr.config.document import Document
 from ddr.io.locations import Location
 from ddr.pipeline.registry import Op
 from ddr.pipeline.run_files import RunFile
-from ddr.pipeline.schema import InputSpec, Output, Pipeline, StepSpec, split_ref
+from ddr.pipeline.spec_types import split_ref
+
+if TYPE_CHECKING:  # the schema lists the output kinds, which use these types
+    from ddr.pipeline.outputs.base import OutputKind
+    from ddr.pipeline.schema import InputSpec, Pipeline, StepSpec
 
 __all__ = ["InputPlan", "OutputPlan", "Phase", "Plan", "StepPlan", "ValueMeta"]
 
@@ -71,10 +75,11 @@ class StepPlan:
 @dataclass
 class OutputPlan:
     index: int
-    spec: Output
+    spec: Any  # the spec of its kind (ddr.pipeline.schema.Output)
     location: Location
     if_exists: str
     refs: dict[str, str]  # variable/key -> reference
+    output_kind: OutputKind  # what checks, writes and reads back outputs of this kind
     fingerprint: str = ""
     status: str = "missing"
     action: str = "write"  # "write", "overwrite", "skip"
@@ -83,6 +88,7 @@ class OutputPlan:
 
     @property
     def kind(self) -> str:
+        """The name of its kind (``zarr``, ``plot``, ...)."""
         return self.spec.kind
 
     @property

@@ -15,17 +15,18 @@ A pipeline file is data, never code::
       - {kind: plot, plot: scree, from: pca, path: "${params.out}/scree.png"}
     run: {if_exists: skip-if-complete, summary: "${params.out}/run-summary.json"}
 
-:func:`validate` turns pydantic's errors into ``file:line:col: message`` problems with short
-messages (unknown keys list the valid ones). :func:`json_schema` is what ``ddr schema``
-prints, for editors.
+Each entry of ``outputs`` is the spec of its kind (:mod:`ddr.pipeline.outputs`: the union is
+built from the registry of kinds, so a registered kind is known here, to ``ddr schema`` and
+to the messages). :func:`validate` turns pydantic's errors into ``file:line:col: message``
+problems with short messages (unknown keys list the valid ones). :func:`json_schema` is what
+``ddr schema`` prints, for editors.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, Field
 
 from ddr.config.document import Document
 from ddr.config.validation import (
@@ -33,74 +34,34 @@ from ddr.config.validation import (
     Duration,
     Int,
     PathStr,
-    PositiveInt,
     check_duration,
-    not_a_bool,
 )
 from ddr.config.validation import validate as _validate
+from ddr.pipeline.outputs import output_kinds
+from ddr.pipeline.outputs.registry import generation
+from ddr.pipeline.spec_types import (
+    ChunkSize,
+    IfExists,
+    Name,
+    Ref,
+    StorageOptions,
+    check_slice,
+    split_ref,
+)
+from ddr.pipeline.spec_types import Strict as _Strict
 
 __all__ = [
-    "PLOTS",
     "SCHEMA_VERSION",
     "InputSpec",
-    "MetricsOutput",
-    "ModelOutput",
     "Output",
     "Pipeline",
-    "PlotOutput",
     "RunOptions",
     "StepSpec",
-    "ZarrOutput",
     "json_schema",
+    "output_union",
     "split_ref",
     "validate",
 ]
-
-IfExists = Literal["error", "overwrite", "skip-if-complete"]
-PLOTS = ("scree", "scatter", "kde", "confusion", "loglik")
-
-_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
-_ATTR_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _check_name(value: str) -> str:
-    if not _NAME_RE.fullmatch(value):
-        raise ValueError(
-            f"{value!r} is not a valid name: use letters, digits, '_' and '-', starting with a "
-            "letter or '_' (dots separate a step from one of its outputs)"
-        )
-    return value
-
-
-def _check_ref(value: str) -> str:
-    head, dot, tail = value.partition(".")
-    if not _NAME_RE.fullmatch(head) or (dot and not _ATTR_RE.fullmatch(tail)):
-        raise ValueError(
-            f"{value!r} is not a valid reference: write an input or step name (e.g. X, pca) or "
-            "step.output (e.g. pca.model, pca.components_)"
-        )
-    return value
-
-
-def _check_slice(value: str) -> str:
-    if not re.fullmatch(r"\s*-?\d*\s*:\s*-?\d*\s*", value):
-        raise ValueError(f"{value!r} is not a slice: write 'start:stop' (e.g. '0:25', '10:')")
-    return value
-
-
-def _check_chunk(value: int) -> int:
-    from ddr.io.stored_chunks import chunk_size_problem
-
-    problem = chunk_size_problem(value)
-    if problem is not None:
-        raise ValueError(problem)
-    return value
-
-
-def split_ref(ref: str) -> tuple[str, str | None]:
-    """``"pca.components_"`` -> ``("pca", "components_")``; ``"X"`` -> ``("X", None)``."""
-    head, _, tail = ref.partition(".")
-    return head, tail or None
 
 
 def _check_wait(value: bool | str | float) -> bool | str | float:
@@ -110,31 +71,6 @@ def _check_wait(value: bool | str | float) -> bool | str | float:
         return check_duration(value)
     except ValueError:
         raise ValueError(f"expected true, false or a time such as 30m; got {value!r}") from None
-
-
-Name = Annotated[str, AfterValidator(_check_name)]
-Ref = Annotated[
-    str,
-    AfterValidator(_check_ref),
-    Field(description="An input or step name, or step.output (e.g. pca.model)."),
-]
-
-
-#: A chunk size along one dim: elements per chunk, or -1 (the whole dim in one chunk).
-ChunkSize = Annotated[int, BeforeValidator(not_a_bool), AfterValidator(_check_chunk)]
-
-StorageOptions = Annotated[
-    dict[str, Any] | None,
-    Field(
-        description="Options of the URL's filesystem (fsspec: key/secret, endpoint_url, "
-        "anon, token, account_name, ...). Credentials and endpoints otherwise come from the "
-        "environment and the usual config files. Secret values are never recorded."
-    ),
-]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=False, frozen=True)
 
 
 class InputSpec(_Strict):
@@ -158,7 +94,7 @@ class InputSpec(_Strict):
     chunks: dict[str, ChunkSize] | None = Field(
         None, description="Rechunk by dim name, e.g. {sample: 200000}; -1 means one chunk."
     )
-    isel: dict[str, Annotated[str, AfterValidator(_check_slice)] | list[Int]] | None = Field(
+    isel: dict[str, Annotated[str, AfterValidator(check_slice)] | list[Int]] | None = Field(
         None,
         description="Select by position along dims (xarray isel): 'start:stop' or a list of "
         "indices, e.g. {feature: '0:25'}. Metadata only: nothing is read.",
@@ -201,77 +137,29 @@ class StepSpec(_Strict):
     description: str = ""
 
 
-class _OutputBase(_Strict):
-    path: PathStr = Field(
-        description="Where to write: a local path (relative to the working dir) or a URL "
-        "(s3://, gs://, az://, file://)."
-    )
-    storage_options: StorageOptions = None
-    if_exists: IfExists | None = Field(None, description="Overrides run.if_exists for this output.")
-    description: str = ""
+def output_union() -> Any:
+    """The specs of every registered output kind, told apart by ``kind:`` (a discriminated
+    union; a kind's own spec may be a union too, as plots are by ``plot:``)."""
+    specs = tuple(kind.spec_type() for kind in output_kinds().values())
+    return Annotated[Union[specs], Field(discriminator="kind")]  # noqa: UP007
 
 
-class ZarrOutput(_OutputBase):
-    """Arrays to a Zarr group (data streamed by the workers, completion marker last)."""
+class Output:
+    """Any output entry: the spec of the registered kind its ``kind:`` names.
 
-    kind: Literal["zarr"]
-    from_: Ref | dict[Name, Ref] = Field(
-        alias="from", description="One reference, or variable name -> reference."
-    )
-    name: Name | None = Field(None, description="Variable name for a single `from`.")
-    dims: list[Name] | dict[Name, list[Name]] | None = Field(
-        None, description="New dim names (for a single `from`), or variable -> dim names."
-    )
-    coords: dict[Name, Ref] = Field(
-        default_factory=dict, description="Coordinate name -> 1-D reference along samples."
-    )
-    attrs: dict[str, Any] = Field(default_factory=dict, description="Extra group attributes.")
+    Stands for :func:`output_union` wherever pydantic builds a validator, so a kind
+    registered after this module was imported is known to the validators built since
+    (:func:`validate` rebuilds :class:`Pipeline` when the kinds changed).
+    """
 
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        return handler.generate_schema(output_union())
 
-class ModelOutput(_OutputBase):
-    """A fitted model, saved with est.save (Zarr group, no pickle)."""
-
-    kind: Literal["model"]
-    from_: Ref = Field(alias="from")
-
-
-class MetricsOutput(_OutputBase):
-    """Scores, statistics read-outs and small fitted attributes as JSON."""
-
-    kind: Literal["metrics"]
-    from_: Ref | list[Ref] | dict[Name, Ref] = Field(alias="from")
-
-
-class PlotOutput(_OutputBase):
-    """A PNG figure (matplotlib, the ``plot`` extra)."""
-
-    kind: Literal["plot"]
-    plot: Literal["scree", "scatter", "kde", "confusion", "loglik"]
-    from_: Ref = Field(
-        alias="from",
-        description="scree/kde/loglik: a fitted model; scatter: scores; confusion: predictions.",
-    )
-    labels: Ref | None = Field(
-        None, description="scatter: colour by these labels; confusion: the true labels."
-    )
-    y_from: Ref | None = Field(
-        None,
-        description="scatter: the scores on the vertical axis, when not `from` (CCA's Y "
-        "variates: variates.y_data).",
-    )
-    max_points: PositiveInt = Field(5000, description="scatter: rows drawn (evenly sampled).")
-    components: tuple[Int, Int] = Field(
-        (0, 1),
-        description="scatter: the column of `from` on the horizontal axis and the column of "
-        "`y_from` (or `from`) on the vertical one.",
-    )
-    title: str | None = None
-
-
-Output = Annotated[
-    Union[ZarrOutput, ModelOutput, MetricsOutput, PlotOutput],  # noqa: UP007 (discriminator)
-    Field(discriminator="kind"),
-]
+    @classmethod
+    def resolved_type(cls) -> Any:
+        """The type this stands for now (for :mod:`ddr.config.validation`'s messages)."""
+        return output_union()
 
 
 class RunOptions(_Strict):
@@ -324,6 +212,7 @@ def json_schema(ops: dict[str, Any] | None = None) -> dict[str, Any]:
     lists them and each op's ``with:`` is described by the class's declared parameters
     (``_parameter_constraints``: types, ranges, options, defaults, required ones).
     """
+    _current()
     schema = Pipeline.model_json_schema(by_alias=True)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = "https://ddr.invalid/schema/pipeline-v1.json"
@@ -413,4 +302,17 @@ def _json_default(value: Any) -> Any:
 
 def validate(doc: Document, model: type[BaseModel] = Pipeline) -> BaseModel | None:
     """Validate a pipeline document (problems are added to ``doc.problems``)."""
+    _current()
     return _validate(doc, model)
+
+
+#: the generation of the registered kinds :class:`Pipeline` was built for
+_built = [generation()]
+
+
+def _current() -> None:
+    """Rebuild :class:`Pipeline` if output kinds were registered or removed since it was
+    built (its validator and schema hold the union of their specs)."""
+    if _built[0] != generation():
+        Pipeline.model_rebuild(force=True)
+        _built[0] = generation()

@@ -125,7 +125,26 @@ def write_pipeline_pages(app: Sphinx) -> None:
             page.write_text(text)
 
 
+def write_output_kind_lists(app: Sphinx) -> None:
+    """Write ``user-guide/generated/*.txt`` from the registries of output and plot kinds.
+
+    Parameters
+    ----------
+    app : Sphinx
+        The application; its source directory holds ``user-guide/``.
+    """
+    from ddr.pipeline.outputs.docs import kinds_markdown, plots_markdown
+
+    out_dir = Path(app.srcdir) / "user-guide" / "generated"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in (("output-kinds.txt", kinds_markdown()), ("plots.txt", plots_markdown())):
+        page = out_dir / name
+        if not page.exists() or page.read_text() != text:
+            page.write_text(text)
+
+
 def setup(app: Sphinx) -> dict:
     """Register the page generators with Sphinx."""
     app.connect("builder-inited", write_pipeline_pages)
+    app.connect("builder-inited", write_output_kind_lists)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,187 @@
+"""How values become what outputs hold: DataArrays with named dims, statistics as their
+read-outs, and the raw chunk writes that let all outputs of a run share one read of each input.
+
+:func:`raw_writes` pairs each lazy variable of a dataset that ``ddr.io.write_zarr`` has
+created (metadata only, ``compute=False``) with the Zarr array it goes to, so the runner can
+store every output of the stream phase with ONE ``da.store``: the graphs ``write_zarr``
+returns are built separately (each would read the input again).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "as_dataarray",
+    "data_of",
+    "raw_writes",
+    "regular_chunks",
+    "rename_dims",
+    "sample_dim_of",
+    "statistic_dataset",
+    "statistic_readouts",
+    "variable_strings",
+]
+
+
+def variable_strings(ds: Any) -> Any:
+    """Lazy fixed-width strings (string class labels) as numpy's variable-length StringDType:
+    xarray writes those lazily to Zarr v3 strings, where object arrays would be computed
+    first to find their type (an extra pass over the input)."""
+    import dask.array as da
+
+    out = {}
+    for name, var in ds.variables.items():
+        if isinstance(var.data, da.Array) and var.dtype.kind == "U":
+            out[name] = var.copy(data=var.data.astype(np.dtypes.StringDType()))
+    return ds.assign(out) if out else ds
+
+
+def regular_chunks(ds: Any) -> Any:
+    """Dask variables rechunked so every chunk but the last has the size of the first (what
+    ``ddr.io.write_zarr`` also does), so each dask chunk is exactly one Zarr chunk."""
+    import dask.array as da
+
+    out = {}
+    for name, var in ds.variables.items():
+        data = var.data
+        if isinstance(data, da.Array) and not any(np.isnan(c) for cs in data.chunks for c in cs):
+            target = tuple(max(c) if c else 1 for c in data.chunks)
+            regular = all(
+                all(x == t for x in c[:-1]) and (not c or c[-1] <= t)
+                for c, t in zip(data.chunks, target, strict=True)
+            )
+            if not regular:
+                out[name] = var.copy(data=data.rechunk(target))
+    return ds.assign(out) if out else ds
+
+
+def raw_writes(store: Any, ds: Any) -> list[tuple[Any, Any]] | None:
+    """``(dask source, zarr target)`` for every lazy variable of ``ds`` that can be stored
+    as it is into the arrays ``write_zarr`` created in ``store`` (the pending output's: it
+    checks the run's claim at every write; same dtype, one dask chunk per Zarr chunk, no CF
+    encoding); None if any cannot (then xarray's graph writes them)."""
+    import dask.array as da
+    import zarr
+
+    pairs = []
+    for name, var in ds.variables.items():
+        data = var.data
+        if not isinstance(data, da.Array):
+            continue
+        enc = var.encoding
+        if any(k in enc for k in ("scale_factor", "add_offset", "units", "calendar")):
+            return None
+        if data.dtype.kind not in "biufUOT":
+            return None
+        if any(np.isnan(c) for cs in data.chunks for c in cs):
+            return None
+        try:
+            # every chunk is written, also one equal to the fill value, or the output could
+            # never be complete; zarr 3.1's open_array ignores `config` for an existing array
+            # (3.4 takes it), with_config works in both
+            target = zarr.open_array(store=store, path=str(name), mode="r+").with_config(
+                {"write_empty_chunks": True}
+            )
+        except Exception:
+            return None
+        if data.dtype.kind in "UOT":
+            if target.dtype.kind not in "OUT" and "str" not in str(target.dtype).lower():
+                return None
+            data = data.astype(object)
+        elif np.dtype(target.dtype) != data.dtype:
+            return None
+        if tuple(target.chunks) != tuple(c[0] for c in data.chunks) or target.shape != data.shape:
+            return None
+        pairs.append((data, target))
+    return pairs
+
+
+def as_dataarray(value: Any, name: str) -> Any:
+    """``value`` as a DataArray named ``name``: lazy 2-D arrays get ``(sample, feature)``
+    dims, other arrays ``NAME_dim_i``."""
+    import xarray as xr
+
+    if isinstance(value, xr.DataArray):
+        return value.rename(name)
+    if isinstance(value, (int, float, np.generic)) or np.ndim(value) == 0:
+        return xr.DataArray(np.asarray(value), name=name)
+    arr = value if hasattr(value, "chunks") else np.asarray(value)
+    dims = (
+        ("sample", "feature")[: arr.ndim]
+        if arr.ndim <= 2
+        else tuple(f"{name}_dim_{i}" for i in range(arr.ndim))
+    )
+    if not hasattr(value, "chunks"):
+        dims = tuple(f"{name}_dim_{i}" for i in range(arr.ndim))
+    return xr.DataArray(arr, dims=dims, name=name)
+
+
+def rename_dims(arr: Any, dims: list[str]) -> Any:
+    """``arr`` with its dims renamed, in order, to ``dims``."""
+    return arr.rename(dict(zip(arr.dims, dims, strict=True)))
+
+
+def sample_dim_of(ds: Any) -> str | None:
+    """The first dim of the first lazy variable of ``ds`` (the samples), or None."""
+    for var in ds.data_vars.values():
+        if var.ndim >= 1 and hasattr(var.data, "chunks") and var.data.chunks is not None:
+            return str(var.dims[0])
+    return None
+
+
+def statistic_readouts(stat: Any) -> dict[str, Any]:
+    """A statistic's read-outs by name (those that apply), else its ``to_dict()``."""
+    out: dict[str, Any] = {}
+    for readout in type(stat).readouts:
+        try:
+            attr = getattr(stat, readout)
+            out[readout] = attr() if callable(attr) else attr
+        except Exception:  # a read-out that does not apply (e.g. covariance of a diagonal)
+            continue
+    if not out:
+        out = {k: v for k, v in stat.to_dict().items() if k != "type"}
+    return out
+
+
+def statistic_dataset(stat: Any, feature_dim: str) -> dict[str, Any]:
+    """A statistic's read-outs as DataArrays with named dims (``feature_dim``, ``class``)."""
+    import xarray as xr
+
+    fd = feature_dim
+    dims_of = {
+        "mean": (fd,),
+        "variance": (fd,),
+        "std": (fd,),
+        "covariance": (fd, f"{fd}_2"),
+        "correlation": (fd, f"{fd}_2"),
+        "classes": ("class",),
+        "counts": ("class",),
+        "priors": ("class",),
+        "means": ("class", fd),
+        "variances": ("class", fd),
+        "covariances": ("class", fd, f"{fd}_2"),
+        "pooled_covariance": (fd, f"{fd}_2"),
+        "within_scatter": (fd, f"{fd}_2"),
+        "between_scatter": (fd, f"{fd}_2"),
+        "class_counts": ("class",),
+    }
+    out = {}
+    for name, value in statistic_readouts(stat).items():
+        arr = np.asarray(value)
+        dims = dims_of.get(name)
+        if dims is None or len(dims) != arr.ndim:
+            dims = tuple(f"{name}_dim_{i}" for i in range(arr.ndim))
+        if arr.dtype.kind == "U":
+            arr = arr.astype(object)
+        out[name] = xr.DataArray(arr, dims=dims, name=name)
+    if "variance" in out and "covariance" in out and out["covariance"].ndim != 2:
+        del out["covariance"]
+    return out
+
+
+def data_of(value: Any) -> Any:
+    """The array inside a DataArray (other values as they are)."""
+    return value.data if hasattr(value, "dims") and hasattr(value, "data") else value

@@ -1,0 +1,258 @@
+"""``kind: zarr``: arrays (lazy ones streamed chunk by chunk by the workers), fitted
+attributes and statistics' read-outs, to one Zarr v3 group."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field
+
+from ddr.config.errors import RunError
+from ddr.pipeline.outputs.arrays import (
+    as_dataarray,
+    raw_writes,
+    regular_chunks,
+    rename_dims,
+    sample_dim_of,
+    statistic_dataset,
+    variable_strings,
+)
+from ddr.pipeline.outputs.base import (
+    CheckContext,
+    OutputSpec,
+    Streamed,
+    WriteContext,
+    register_output_kind,
+)
+from ddr.pipeline.outputs.stores import StoreKind
+from ddr.pipeline.plan import _shape
+from ddr.pipeline.spec_types import Name, Ref, split_ref
+from ddr.pipeline.summary import _rel
+
+if TYPE_CHECKING:
+    from ddr.io.outputs import PendingOutput
+    from ddr.pipeline.plan import OutputPlan, ValueMeta
+
+__all__ = ["ZarrKind", "ZarrOutput"]
+
+
+class ZarrOutput(OutputSpec):
+    """Arrays to a Zarr group (data streamed by the workers, completion marker last)."""
+
+    kind: Literal["zarr"]
+    from_: Ref | dict[Name, Ref] = Field(
+        alias="from", description="One reference, or variable name -> reference."
+    )
+    name: Name | None = Field(None, description="Variable name for a single `from`.")
+    dims: list[Name] | dict[Name, list[Name]] | None = Field(
+        None, description="New dim names (for a single `from`), or variable -> dim names."
+    )
+    coords: dict[Name, Ref] = Field(
+        default_factory=dict, description="Coordinate name -> 1-D reference along samples."
+    )
+    attrs: dict[str, Any] = Field(default_factory=dict, description="Extra group attributes.")
+
+
+@register_output_kind
+class ZarrKind(StoreKind):
+    """Arrays to a Zarr group; the variables are named by the keys of ``from`` (or
+    ``name``), ``coords`` are 1-D references along the samples."""
+
+    name = "zarr"
+    spec = ZarrOutput
+    takes = (
+        "one reference, or `{variable: reference}`; plus `dims` (new dim names), `coords` "
+        "(`{name: 1-D reference along samples}`), `attrs`"
+    )
+    writes = (
+        "a Zarr v3 group; lazy arrays streamed chunk by chunk by the workers; statistics as "
+        "their read-outs"
+    )
+
+    def refs(self, spec: ZarrOutput) -> dict[str, str]:
+        src = spec.from_
+        refs = {(spec.name or src.replace(".", "_")): src} if isinstance(src, str) else dict(src)
+        for cname, ref in spec.coords.items():
+            refs[f"coord:{cname}"] = ref
+        return refs
+
+    def ref_where(self, spec: ZarrOutput, key: str) -> tuple[Any, ...]:
+        if key.startswith("coord:"):
+            return ("coords", key.removeprefix("coord:"))
+        return super().ref_where(spec, key)
+
+    # ------------------------------------------------------------------ checks
+    def check(self, ctx: CheckContext, out: OutputPlan, metas: dict[str, ValueMeta]) -> None:
+        spec: ZarrOutput = out.spec  # type: ignore[assignment]
+        base = ("outputs", out.index)
+        rows: dict[str, tuple[int | None, str]] = {}
+        for key, meta in metas.items():
+            where = (*base, *self.ref_where(spec, key))
+            if meta.kind == "model":
+                ctx.problem(
+                    where,
+                    f"{out.refs[key]!r} is a model; "
+                    "save models with kind: model (or name a fitted attribute, e.g. "
+                    f"{out.refs[key]}.components_)",
+                )
+                continue
+            if meta.kind == "metric":
+                ctx.problem(
+                    where, f"{out.refs[key]!r} is a number; write numbers with kind: metrics"
+                )
+                continue
+            if key.startswith("coord:") and meta.shape is not None and len(meta.shape) != 1:
+                ctx.problem(
+                    where,
+                    f"coordinate {key[6:]!r} must be "
+                    f"1-D; {out.refs[key]!r} has shape {_shape(meta.shape)}",
+                )
+                continue
+            if meta.kind == "array" and meta.shape:
+                rows[key] = (meta.shape[0], out.refs[key])
+        if isinstance(spec.dims, list):
+            if isinstance(spec.from_, dict):
+                ctx.problem(
+                    (*base, "dims"),
+                    "with several variables in `from`, give dims as "
+                    "a mapping variable -> dim names",
+                )
+            else:
+                key = next(iter(metas), None)
+                _check_dims(ctx, out, key, metas.get(key), spec.dims, (*base, "dims"))
+        elif isinstance(spec.dims, dict):
+            for var, dims in spec.dims.items():
+                if var not in out.refs:
+                    ctx.problem(
+                        (*base, "dims", var),
+                        f"dims names the variable {var!r}, which "
+                        f"is not in `from` ({', '.join(k for k in out.refs if ':' not in k)})",
+                        key=True,
+                    )
+                    continue
+                _check_dims(ctx, out, var, metas.get(var), dims, (*base, "dims", var))
+        sizes = {n for n, _ in rows.values() if n is not None}
+        if len(sizes) > 1:
+            desc = ", ".join(f"{ref} ({n})" for n, ref in rows.values())
+            ctx.problem(
+                (*base, "from"),
+                f"the arrays of one Zarr output must have the same number of samples; got {desc}",
+            )
+
+    def streams(self, out: OutputPlan, metas: dict[str, ValueMeta]) -> bool:
+        return any(m.kind == "array" for m in metas.values())
+
+    # ----------------------------------------------------------------- writing
+    def write(self, w: WriteContext, out: OutputPlan) -> None:
+        pending, _ = self._pending(w, out)
+        w.compute([pending.delayed])
+        pending.finalize()
+
+    def stream(self, w: WriteContext, out: OutputPlan) -> Streamed:
+        pending, ds = self._pending(w, out)
+        raw = raw_writes(pending.store, ds)
+
+        def finish(values: list[Any]) -> None:
+            pending.finalize()
+
+        if raw is None:  # a variable cannot be stored as it is: its own graph writes it
+            return Streamed(lazy=[pending.delayed], finish=finish)
+        return Streamed(stores=raw, finish=finish)
+
+    def _pending(self, w: WriteContext, out: OutputPlan) -> tuple[PendingOutput, Any]:
+        """Write the metadata of the output (``ddr.io.write_zarr(compute=False)``); return
+        the pending output and the dataset whose lazy variables are still to be written."""
+        import xarray as xr
+
+        from ddr.io import write_zarr
+
+        spec: ZarrOutput = out.spec  # type: ignore[assignment]
+        variables: dict[str, Any] = {}
+        coords: dict[str, Any] = {}
+        for key, ref in out.refs.items():
+            value = w.value(ref)
+            if key.startswith("coord:"):
+                coords[key.removeprefix("coord:")] = value
+                continue
+            if hasattr(value, "to_dict") and hasattr(value, "merge"):  # a whole statistic
+                for name, arr in statistic_dataset(value, _feature_dim(w, ref)).items():
+                    variables[name if len(out.refs) == 1 else f"{key}_{name}"] = arr
+                continue
+            variables[key] = as_dataarray(value, key)
+        if isinstance(spec.dims, list):
+            key = next(iter(variables))
+            variables[key] = rename_dims(variables[key], spec.dims)
+        elif isinstance(spec.dims, dict):
+            for var, dims in spec.dims.items():
+                variables[var] = rename_dims(variables[var], dims)
+        ds = xr.Dataset(variables)
+        for cname, value in coords.items():
+            arr = as_dataarray(value, cname)
+            sdim = sample_dim_of(ds)
+            if sdim is None:
+                raise RunError(
+                    f"coordinate {cname!r} needs an array along samples in `from`",
+                    f"output {_rel(out.path)}",
+                )
+            ds = ds.assign_coords({cname: (sdim, arr.data)})
+        ds = regular_chunks(variable_strings(ds))
+        attrs = dict(spec.attrs)
+        attrs.setdefault("title", f"{w.plan.pipeline.name}: {', '.join(out.refs.values())}")
+        pending = write_zarr(
+            ds,
+            out.location,
+            if_exists=w.if_exists(out),
+            inputs=[i.location for i in w.plan.inputs.values()],
+            attrs=attrs,
+            fingerprint=out.fingerprint,
+            provenance=w.provenance(out),
+            compute=False,
+            claim=w.claim(out),
+        )
+        return pending, ds
+
+    # ----------------------------------------------------------------- testing
+    def examples(self) -> list[dict[str, Any]]:
+        pca = {"op": "PCA.fit", "inputs": {"X": "X"}, "with": {"n_components": 2}}
+        scores = {"op": "PCA.transform", "inputs": {"model": "pca", "X": "X"}}
+        return [
+            {
+                "output": {"from": {"scores": "scores", "label": "y"}, "path": "scores.zarr"},
+                "steps": {"pca": pca, "scores": scores},
+            },
+            {
+                "output": {"from": "pca.components_", "path": "components.zarr"},
+                "steps": {"pca": pca},
+            },
+        ]
+
+
+def _check_dims(
+    ctx: CheckContext,
+    out: OutputPlan,
+    key: str | None,
+    meta: ValueMeta | None,
+    dims: list[str],
+    where: tuple[Any, ...],
+) -> None:
+    if meta is None or meta.shape is None:
+        return
+    if len(dims) != len(meta.shape):
+        ctx.problem(
+            where,
+            f"{len(dims)} dim names {dims} for {out.refs[key]!r}, which has "
+            f"{len(meta.shape)} dims (shape {_shape(meta.shape)})",
+        )
+    elif len(set(dims)) != len(dims):
+        ctx.problem(where, f"dim names must differ; got {dims}")
+
+
+def _feature_dim(w: WriteContext, ref: str) -> str:
+    """The feature dim of the X a statistic was computed on (``feature`` if unnamed)."""
+    step = w.plan.steps.get(split_ref(ref)[0])
+    if step is not None and "X" in step.refs:
+        X = w.value(step.refs["X"])
+        dims = getattr(X, "dims", None)
+        if dims and len(dims) == 2:
+            return str(dims[1])
+    return "feature"
