@@ -174,25 +174,6 @@ class GaussianDensity(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator)
             method=f"{type(self).__name__}.score_samples",
         )  # fmt: skip
 
-    def score(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> float:
-        """Mean log-likelihood per sample (the total over the rows, divided by their number,
-        as :meth:`bic` and :meth:`aic` sum it).
-
-        Parameters
-        ----------
-        X : array-like, dask array or DataArray of shape (n_samples, n_features)
-        y : None
-            Ignored (scikit-learn's signature).
-        sample_dim : hashable, optional
-            The sample dim of a DataArray X (default: its first dim).
-
-        Returns
-        -------
-        float
-        """
-        total, n = self._total_log_likelihood(X, sample_dim)
-        return total / n
-
     def _n_parameters(self) -> int:
         d = self.n_features_in_
         return d + d * (d + 1) // 2

@@ -45,6 +45,9 @@ def _count(value: Any) -> Any:
     return float(value) if np.ndim(value) == 0 else np.asarray(value, dtype=np.float64)
 
 
+#: the kinds of ``_fields_as`` that ``to_dict`` stores as arrays (the others as JSON scalars)
+_ARRAY_KINDS = ("float64", "int64", "count", "labels")
+
 #: how a field is stored, by the kind ``_fields_as`` names
 _COERCE = {
     "float64": lambda v: np.asarray(v, dtype=np.float64),
@@ -243,13 +246,18 @@ class Statistic(abc.ABC):
             return tuple(f"{readout}_dim_{i}" for i in range(ndim))
         return tuple(d.format(feature=feature_dim) for d in declared)
 
-    @abc.abstractmethod
     def _arrays(self) -> dict[str, np.ndarray]:
-        """The array fields, by name."""
+        """The array fields, by name: those ``_fields_as`` stores as arrays (labels that are
+        None left out)."""
+        out = {}
+        for name, kind in self._fields_as.items():
+            if kind in _ARRAY_KINDS and (kind != "labels" or getattr(self, name) is not None):
+                out[name] = np.asarray(getattr(self, name))
+        return out
 
-    @abc.abstractmethod
     def _scalars(self) -> dict[str, Any]:
-        """The JSON-serialisable fields, by name."""
+        """The JSON-serialisable fields, by name: those ``_fields_as`` stores as scalars."""
+        return {n: getattr(self, n) for n, k in self._fields_as.items() if k in ("float", "int")}
 
     @classmethod
     def check_data(cls, rng: np.random.Generator, n_rows: int) -> CheckData:
@@ -379,7 +387,8 @@ class Statistic(abc.ABC):
         unknown = set(fields) - names
         if unknown:
             raise ValueError(f"from_dict: unknown fields {sorted(unknown)} for {cls.__name__}")
-        return cls(**fields)
+        labels = {n: None for n, kind in cls._fields_as.items() if kind == "labels"}
+        return cls(**{**labels, **fields})  # labels that were None are not stored
 
 
 @dataclasses.dataclass(frozen=True)

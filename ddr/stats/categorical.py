@@ -69,7 +69,7 @@ class CategoricalCounts(Statistic):
         "class_counts": ("class",),
     }
     _fields_as: ClassVar[dict[str, str]] = {
-        "classes": "labels", "counts": "float64", "n_categories": "int64",
+        "counts": "float64", "n_categories": "int64", "classes": "labels",
     }  # fmt: skip
     _labels_field = "classes"
 
@@ -184,17 +184,3 @@ class CategoricalCounts(Statistic):
             with np.errstate(invalid="ignore", divide="ignore"):
                 out.append((cnt + alpha) / denom)
         return out
-
-    # ---------------------------------------------------------- serialisation
-    def _arrays(self) -> dict[str, np.ndarray]:
-        out = {"counts": self.counts, "n_categories": self.n_categories}
-        if self.classes is not None:
-            out["classes"] = self.classes
-        return out
-
-    def _scalars(self) -> dict[str, Any]:
-        return {}
-
-    @classmethod
-    def _from_fields(cls, fields: dict[str, Any]) -> Self:
-        return cls(fields.get("classes"), fields["counts"], fields["n_categories"])

@@ -50,7 +50,7 @@ class ClassSums(Statistic):
         "class_counts": ("class",),
     }
     _fields_as: ClassVar[dict[str, str]] = {
-        "classes": "labels", "counts": "float64", "sums": "float64",
+        "counts": "float64", "sums": "float64", "classes": "labels",
     }  # fmt: skip
     _labels_field = "classes"
 
@@ -152,19 +152,6 @@ class ClassSums(Statistic):
             counts[at] += part.counts
             sums[at] += part.sums
         return type(self)(classes, counts, sums)
-
-    def _arrays(self) -> dict[str, np.ndarray]:
-        out = {"counts": self.counts, "sums": self.sums}
-        if self.classes is not None:
-            out["classes"] = self.classes
-        return out
-
-    def _scalars(self) -> dict[str, Any]:
-        return {}
-
-    @classmethod
-    def _from_fields(cls, fields: dict[str, Any]) -> Self:
-        return cls(fields.get("classes"), fields["counts"], fields["sums"])
 
     def __repr__(self) -> str:
         k = self.counts.shape[0]

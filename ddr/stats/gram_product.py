@@ -118,7 +118,7 @@ class GramProduct(Statistic):
         return cls(float(X.shape[0]), np.zeros(0), np.zeros(0), product)
 
     _fields_as: ClassVar[dict[str, str]] = {
-        **dict.fromkeys(("mean", "sq", "product"), "float64"), "count": "float",
+        "count": "count", **dict.fromkeys(("mean", "sq", "product"), "float64"),
     }  # fmt: skip
     _merge_mismatch = (
         "cannot merge {cls} of shape {a} with one of shape {b}; both must use the same basis"
@@ -192,17 +192,6 @@ class GramProduct(Statistic):
         return float(self.sq.sum() / denom)
 
     # ---------------------------------------------------------- serialisation
-    def _arrays(self) -> dict[str, np.ndarray]:
-        return {
-            "count": np.asarray(self.count),
-            "mean": self.mean,
-            "sq": self.sq,
-            "product": self.product,
-        }
-
-    def _scalars(self) -> dict[str, Any]:
-        return {}
-
     def __repr__(self) -> str:
         return (
             f"GramProduct(n_features={self.n_features}, n_basis={self.n_basis}, "

@@ -322,30 +322,3 @@ class Histogram(Statistic):
         if self.n_features == 0:
             return np.zeros(self.counts.shape[0])
         return self.counts[:, 0, :].sum(axis=1)
-
-    # ---------------------------------------------------------- serialisation
-    def _arrays(self) -> dict[str, np.ndarray]:
-        out = {
-            "counts": self.counts,
-            "start": self.start,
-            "exponent": self.exponent,
-            "lo": self.lo,
-            "hi": self.hi,
-        }
-        if self.classes is not None:
-            out["classes"] = self.classes
-        return out
-
-    def _scalars(self) -> dict[str, Any]:
-        return {}
-
-    @classmethod
-    def _from_fields(cls, fields: dict[str, Any]) -> Self:
-        return cls(
-            fields.get("classes"),
-            fields["counts"],
-            fields["start"],
-            fields["exponent"],
-            fields["lo"],
-            fields["hi"],
-        )

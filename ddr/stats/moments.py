@@ -372,12 +372,6 @@ class Moments(Statistic):
         return float(np.sum(self.variance(ddof)))
 
     # ---------------------------------------------------------- serialisation
-    def _arrays(self) -> dict[str, np.ndarray]:
-        return {"count": np.asarray(self.count), "mean": self.mean, "scatter": self.scatter}
-
-    def _scalars(self) -> dict[str, Any]:
-        return {"n_rows": self.n_rows}
-
     def __repr__(self) -> str:
         form = "diagonal" if self.diagonal else "full"
         count = self.count if np.ndim(self.count) == 0 else f"per-feature {self.count.min():g}.."

@@ -20,7 +20,7 @@ not a model. On complete data it equals :class:`~ddr.stats.Moments`' covariance.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Self
+from typing import ClassVar, Self
 
 import numpy as np
 from scipy.linalg.blas import dsyrk
@@ -203,11 +203,5 @@ class PairwiseMoments(Statistic):
         return 0.5 * (cov + cov.T)
 
     # ---------------------------------------------------------- serialisation
-    def _arrays(self) -> dict[str, np.ndarray]:
-        return {"shift": self.shift, "pair_count": self.pair_count, "s1": self.s1, "s2": self.s2}
-
-    def _scalars(self) -> dict[str, Any]:
-        return {"n_rows": self.n_rows}
-
     def __repr__(self) -> str:
         return f"PairwiseMoments(n_features={self.n_features}, n_rows={self.n_rows})"

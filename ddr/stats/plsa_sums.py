@@ -296,12 +296,6 @@ class PLSASums(Statistic):
             self.n_tokens + other.n_tokens,
         )
 
-    def _arrays(self) -> dict[str, np.ndarray]:
-        return {"topic_word": self.topic_word}
-
-    def _scalars(self) -> dict[str, Any]:
-        return {"loglik": self.loglik, "n_docs": self.n_docs, "n_tokens": self.n_tokens}
-
     def __repr__(self) -> str:
         k, v = self.topic_word.shape
         return f"PLSASums(n_topics={k}, n_features={v}, n_docs={self.n_docs:g})"

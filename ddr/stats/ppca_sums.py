@@ -523,24 +523,6 @@ class PPCASums(Statistic):
     def has_missing(self) -> bool:
         return self.zz_feature.shape[0] > 0
 
-    def _arrays(self) -> dict[str, np.ndarray]:
-        return {
-            "count": self.count,
-            "zz_shared": self.zz_shared,
-            "zz_feature": self.zz_feature,
-            "yz": self.yz,
-            "yy": self.yy,
-            "zz_total": self.zz_total,
-        }
-
-    def _scalars(self) -> dict[str, Any]:
-        return {
-            "n_rows": self.n_rows,
-            "n_empty": self.n_empty,
-            "n_obs": self.n_obs,
-            "loglik": self.loglik,
-        }
-
     def __repr__(self) -> str:
         return (
             f"PPCASums(n_features={self.n_features}, n_components={self.n_components}, "

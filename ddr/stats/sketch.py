@@ -173,8 +173,9 @@ class CentredProduct(Statistic):
         return cls(total, shift, sq, prod, shift @ V, n)
 
     _fields_as: ClassVar[dict[str, str]] = {
+        "count": "count",
         **dict.fromkeys(("mean", "sq", "product", "mean_proj"), "float64"),
-        "count": "float", "n_rows": "int",
+        "n_rows": "int",
     }  # fmt: skip
     _merge_mismatch = (
         "cannot merge {cls} of shape {a} with one of shape {b}; both must use the same basis"
@@ -255,18 +256,6 @@ class CentredProduct(Statistic):
         return float(np.maximum(self.sq, 0.0).sum() / denom)
 
     # ---------------------------------------------------------- serialisation
-    def _arrays(self) -> dict[str, np.ndarray]:
-        return {
-            "count": np.asarray(self.count),
-            "mean": self.mean,
-            "sq": self.sq,
-            "product": self.product,
-            "mean_proj": self.mean_proj,
-        }
-
-    def _scalars(self) -> dict[str, Any]:
-        return {"n_rows": self.n_rows}
-
     def __repr__(self) -> str:
         return (
             f"CentredProduct(n_features={self.n_features}, n_basis={self.n_basis}, "
