@@ -9,7 +9,7 @@
 - :class:`LogLikelihoodScore`: ``score`` as the mean of ``score_samples`` (PCA, PPCA, factor
   analysis, the Gaussian, categorical and kernel densities).
 
-Each family fixes the plumbing (validation, :func:`ddr.base.map_rows` with the output's
+Each family fixes the plumbing (validation, ``ddr.base.map_rows`` with the output's
 width, dim, coordinates, dask key and the method named in messages) and asks the estimator
 for its blockwise function as a :class:`Blockwise`. A family base declares the tags its
 kind shares (a component transformer's output width is an int ``n_components``; a
@@ -45,7 +45,17 @@ __all__ = [
 
 
 def out_dtype(dtype: Any) -> np.dtype:
-    """The float dtype an output keeps: float32 and float64 stay, anything else is float64."""
+    """The float dtype an output keeps: float32 and float64 stay, anything else is float64.
+
+    Parameters
+    ----------
+    dtype : dtype
+        The input's.
+
+    Returns
+    -------
+    numpy.dtype
+    """
     dtype = np.dtype(dtype)
     return dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)
 
@@ -65,7 +75,7 @@ class Blockwise:
     name : str
         Prefix of the dask keys (and the name of a DataArray output).
     check : {"output", "input", None}, default "output"
-        What :func:`ddr.base.map_rows` checks in each block.
+        What ``ddr.base.map_rows`` checks in each block.
     coords : bool, default True
         Give the ``component`` dim of the output the coordinate ``0 .. k-1``.
     allow_nan : bool, default False
@@ -88,8 +98,8 @@ class Blockwise:
 class ComponentTransformer(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin):
     """``transform`` to ``n_components_`` columns, blockwise, in the input's form.
 
-    A subclass gives :meth:`_projection` (the blockwise map of validated rows) and, where
-    its input is not plain rows, :meth:`_transform_rows`. Its output width is an int
+    A subclass gives ``_projection`` (the blockwise map of validated rows) and, where
+    its input is not plain rows, ``_transform_rows``. Its output width is an int
     ``n_components`` unless its tags say otherwise.
     """
 
@@ -168,7 +178,8 @@ class ComponentTransformer(DDRMixin, ClassNamePrefixFeaturesOutMixin, Transforme
 
 class LinearProjection(ComponentTransformer):
     """A :class:`ComponentTransformer` whose ``inverse_transform`` maps scores back to the
-    features through the components (:meth:`_reconstruction`)."""
+    features through the components (``_reconstruction``).
+    """
 
     _abstract_estimator = True
 
@@ -231,7 +242,7 @@ class SameWidthTransformer(DDRMixin, OneToOneFeatureMixin, TransformerMixin):
     """A transform (and its inverse) that keeps the features: the output has the input's
     width, feature dim and feature coordinate.
 
-    A subclass gives :meth:`_forward` and :meth:`_backward`, the blockwise maps of
+    A subclass gives ``_forward`` and ``_backward``, the blockwise maps of
     validated rows; NaN passes through where scikit-learn's ``input_tags.allow_nan`` says
     the estimator takes it.
     """
@@ -315,7 +326,8 @@ def _feature_coords(rows: Rows) -> Any:
 # ------------------------------------------------------------------------ densities
 class LogLikelihoodScore:
     """``score`` from ``score_samples``: the mean log-likelihood per row (one pass over dask
-    input)."""
+    input).
+    """
 
     def _log_likelihoods(self, X: Any, sample_dim: Hashable | None) -> Any:
         s = self.score_samples(X, sample_dim=sample_dim)  # type: ignore[attr-defined]
@@ -341,7 +353,7 @@ class LogLikelihoodScore:
         Returns
         -------
         float
-            The mean over the rows of :meth:`score_samples`.
+            The mean over the rows of ``score_samples``.
         """
         s = self._log_likelihoods(X, sample_dim)
         return float(s.mean().compute() if is_dask(s) else np.mean(s))

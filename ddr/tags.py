@@ -16,7 +16,7 @@ Defaults live here, in the dataclasses' fields. Facts without a sensible default
 *required*: they start as :data:`UNDECLARED` and :func:`check_ddr_tags` refuses tags that
 leave one so, naming it. Every estimator must declare how many passes its fit makes and the
 statistics of its widest pass; a transformer must declare the width of its output. The check
-runs when a class is defined (:class:`ddr.base.DDRMixin` builds the tags of a default
+runs when a class is defined (``ddr.base.DDRMixin`` builds the tags of a default
 instance), when a class is registered, and whenever tags are asked for.
 """
 
@@ -76,7 +76,18 @@ UNDECLARED: Any = _Undeclared()
 
 # ------------------------------------------------------------------ rules to declare with
 def fixed_passes(n: int) -> ShapeRule:
-    """A fit that reads X ``n`` times whatever its shape (1 for a pass of statistics)."""
+    """A fit that reads X ``n`` times whatever its shape (1 for a pass of statistics).
+
+    Parameters
+    ----------
+    n : int
+        The passes.
+
+    Returns
+    -------
+    callable
+        ``(n_samples, n_features) -> n``.
+    """
 
     def passes(n_samples: Any, n_features: Any) -> int:
         return n
@@ -85,34 +96,99 @@ def fixed_passes(n: int) -> ShapeRule:
 
 
 def unknown_passes(n_samples: Any, n_features: Any) -> None:
-    """A fit whose passes are decided while it runs (EM stops when it converges)."""
+    """A fit whose passes are decided while it runs (EM stops when it converges).
+
+    Parameters
+    ----------
+    n_samples, n_features : int or None
+        The shape of the data (None where it is not known).
+
+    Returns
+    -------
+    None
+    """
     return None
 
 
 def moments_pass(n_features: int) -> list[tuple[Any, int]]:
-    """The widest pass holds a full :class:`~ddr.stats.Moments` of the input."""
+    """The widest pass holds a full :class:`~ddr.stats.Moments` of the input.
+
+    Parameters
+    ----------
+    n_features : int
+        Width of the input.
+
+    Returns
+    -------
+    list of (StatSpec, int)
+        ``[(Moments.spec(), n_features)]``.
+    """
     from ddr.stats import Moments
 
     return [(Moments.spec(), n_features)]
 
 
 def no_statistics(n_features: int) -> list[tuple[Any, int]]:
-    """The fit keeps no statistic of the rows (it reads only the shape of X)."""
+    """The fit keeps no statistic of the rows (it reads only the shape of X).
+
+    Parameters
+    ----------
+    n_features : int
+        Width of the input.
+
+    Returns
+    -------
+    list
+        Empty.
+    """
     return []
 
 
 def never(n_samples: Any, n_features: Any) -> bool:
-    """A fact that holds for no data (e.g. not mergeable)."""
+    """A fact that holds for no data (e.g. not mergeable).
+
+    Parameters
+    ----------
+    n_samples, n_features : int or None
+        The shape of the data (None where it is not known).
+
+    Returns
+    -------
+    bool
+        False.
+    """
     return False
 
 
 def always(n_samples: Any, n_features: Any) -> bool:
-    """A fact that holds for all data (e.g. a fit that is always mergeable)."""
+    """A fact that holds for all data (e.g. a fit that is always mergeable).
+
+    Parameters
+    ----------
+    n_samples, n_features : int or None
+        The shape of the data (None where it is not known).
+
+    Returns
+    -------
+    bool
+        True.
+    """
     return True
 
 
 def n_components_width(n_components: Any) -> ShapeRule:
-    """Output width rule of ``n_components`` columns when it is an int, else unknown."""
+    """Output width rule of ``n_components`` columns when it is an int, else unknown.
+
+    Parameters
+    ----------
+    n_components : int, float, str or None
+        The estimator's parameter.
+
+    Returns
+    -------
+    callable
+        ``(n_samples, n_features) -> int or None``.
+    """
     width = (
         int(n_components)
         if isinstance(n_components, Integral) and not isinstance(n_components, bool)
@@ -126,18 +202,41 @@ def n_components_width(n_components: Any) -> ShapeRule:
 
 
 def no_limit(n_samples: Any, n_features: Any) -> None:
+    """No largest ``n_components`` (the default)."""
     return None
 
 
 def rank_limit(n_samples: Any, n_features: Any) -> tuple[int, str] | None:
-    """``min(n_samples, n_features)``: components that span the data."""
+    """``min(n_samples, n_features)``: components that span the data.
+
+    Parameters
+    ----------
+    n_samples, n_features : int or None
+        The shape of the data (None where it is not known).
+
+    Returns
+    -------
+    (int, str) or None
+        The limit and how it comes about, or None where the shape is not known.
+    """
     if not (n_samples and n_features):
         return None
     return min(n_samples, n_features), f"min(n_samples={n_samples}, n_features={n_features})"
 
 
 def n_components_limit(what: str) -> ShapeRule:
-    """The largest ``n_components`` is ``n_samples`` or ``n_features`` (``what``)."""
+    """The largest ``n_components`` is ``n_samples`` or ``n_features`` (``what``).
+
+    Parameters
+    ----------
+    what : {"n_samples", "n_features"}
+        Which.
+
+    Returns
+    -------
+    callable
+        ``(n_samples, n_features) -> (int, str) or None``.
+    """
 
     def rule(n_samples: Any, n_features: Any) -> tuple[int, str] | None:
         n = n_samples if what == "n_samples" else n_features
@@ -164,7 +263,7 @@ class FitTags:
         fitting (``ddr plan`` prints it). Required.
     statistics : callable ``(n_features) -> list of (StatSpec, width)``
         The statistics of the widest pass over ``n_features`` columns, each with the width
-        it accumulates: what a task of the pass holds (:mod:`ddr.pipeline.memory`). Required.
+        it accumulates: what a task of the pass holds (``ddr.pipeline.memory``). Required.
     mergeable : callable ``(n_samples, n_features) -> bool``, default never
         Whether ``fit`` on data of this shape is one pass of mergeable statistics followed by
         a solve, so that the model of two sets of rows comes from merging their statistics
@@ -211,7 +310,19 @@ class TransformerTags:
     component_name: Callable[[int, str], str] | None = None
 
     def name(self, i: int, output: str = "data") -> str:
-        """Column ``i`` (from 0) of ``output``, for axes of plots: ``PC1``, ``component 1``."""
+        """Column ``i`` (from 0) of ``output``, for axes of plots: ``PC1``, ``component 1``.
+
+        Parameters
+        ----------
+        i : int
+            The column, from 0.
+        output : str, default "data"
+            ``"data"``, or ``"y_data"`` for the second view of a two-view model.
+
+        Returns
+        -------
+        str
+        """
         if self.component_name is not None:
             return self.component_name(i, output)
         return f"{self.component_prefix}{i + 1}" if self.component_prefix else f"component {i + 1}"
@@ -248,7 +359,7 @@ class DDRTags:
         The output of ``transform`` (None for estimators without one).
     xarray_dims : dict, default empty
         For fitted attributes with a feature or class axis, the dims
-        :meth:`~ddr.base.DDRMixin.as_xarray` gives them (:data:`FEATURE` stands for the
+        ``DDRMixin.as_xarray`` gives them (:data:`FEATURE` stands for the
         training data's feature dim), e.g. ``{"components_": ("component", FEATURE)}``.
     translation_invariant : str or None, default None
         The method whose output does not change when the data the model is fitted on and
@@ -331,7 +442,7 @@ def check_ddr_tags(owner: Any, tags: DDRTags) -> DDRTags:
     return tags
 
 
-def check_estimator_class(cls: type) -> None:
+def check_estimator_class(estimator_class: type) -> None:
     """Check the tags of a default instance of ``cls`` (when a class is defined or registered).
 
     A class whose constructor needs arguments is not instantiated here: its tags are checked
@@ -339,7 +450,7 @@ def check_estimator_class(cls: type) -> None:
 
     Parameters
     ----------
-    cls : type
+    estimator_class : type
         A ddr estimator class.
 
     Raises
@@ -348,10 +459,10 @@ def check_estimator_class(cls: type) -> None:
         When the tags leave a required fact undeclared (naming it).
     """
     try:
-        instance = cls()
+        instance = estimator_class()
     except TypeError:
         return
-    check_ddr_tags(cls, instance.__ddr_tags__())
+    check_ddr_tags(estimator_class, instance.__ddr_tags__())
 
 
 def get_ddr_tags(estimator: Any, /, **params: Any) -> DDRTags:

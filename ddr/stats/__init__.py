@@ -5,7 +5,14 @@ Every statistic is a small frozen value with ``from_block``, ``merge``, read-out
 or xarray input in a single pass.
 """
 
-from ddr.stats.base import Statistic, StatSpec, merge_all, statistic_from_dict
+from ddr.stats.base import (
+    FEATURE_DIM,
+    CheckData,
+    Statistic,
+    StatSpec,
+    merge_all,
+    statistic_from_dict,
+)
 from ddr.stats.categorical import CategoricalCounts
 from ddr.stats.class_moments import ClassMoments
 from ddr.stats.class_sums import ClassSums
@@ -19,9 +26,11 @@ from ddr.stats.ppca_sums import PPCASums
 from ddr.stats.sketch import CentredProduct
 
 __all__ = [
+    "FEATURE_DIM",
     "BlockRows",
     "CategoricalCounts",
     "CentredProduct",
+    "CheckData",
     "ClassMoments",
     "ClassSums",
     "GramProduct",

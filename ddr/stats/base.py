@@ -104,11 +104,11 @@ class Statistic(abc.ABC):
     dim); a read-out without them is refused when the class is defined. ``_fields_as``
     says how each field is stored (``"float64"``, ``"int64"``, ``"float"``, ``"int"``,
     ``"count"``: a float or a float64 array, ``"labels"``: an array or None, ``"tuple"``);
-    :meth:`_validate` checks fields against each other after that. :meth:`merge` refuses
-    another kind of statistic, another :meth:`_merge_key` (the number of features unless
+    ``_validate`` checks fields against each other after that. :meth:`merge` refuses
+    another kind of statistic, another ``_merge_key`` (the number of features unless
     the statistic says otherwise; the message is ``_merge_mismatch``) and, where
     ``_labels_field`` names a field that may be None, labelled with unlabelled values;
-    then the statistic's :meth:`_merge` combines them.
+    then the statistic's ``_merge`` combines them.
     """
 
     needs_labels: ClassVar[bool] = False

@@ -81,7 +81,7 @@ class CategoricalCounts(Statistic):
 
     @classmethod
     def check_data(cls, rng: np.random.Generator, n_rows: int) -> CheckData:
-        """Rows of the kind this statistic takes, for the conformance suite."""
+        # rows of the kind this statistic takes (the base class's docstring says more)
         X = ((rng.integers(0, 3, (n_rows, 3)) + np.arange(n_rows)[:, None]) % 4).astype(float)
         return CheckData(X, np.arange(n_rows) % 3, offset=False)  # codes
 

@@ -166,7 +166,7 @@ class ClassMoments(Statistic):
 
     @classmethod
     def check_data(cls, rng: np.random.Generator, n_rows: int) -> CheckData:
-        """Rows of the kind this statistic takes, for the conformance suite."""
+        # rows of the kind this statistic takes (the base class's docstring says more)
         data = super().check_data(rng, n_rows)
         invariant = ("classes", "counts", "covariances", "pooled_covariance", "between_scatter")
         return CheckData(data.X, data.y, invariant=invariant)

@@ -146,7 +146,7 @@ class Histogram(Statistic):
 
     @classmethod
     def check_data(cls, rng: np.random.Generator, n_rows: int) -> CheckData:
-        """Rows of the kind this statistic takes, for the conformance suite."""
+        # rows of the kind this statistic takes (the base class's docstring says more)
         data = super().check_data(rng, n_rows)
         return CheckData(data.X, data.y, invariant=("classes", "class_counts"))
 

@@ -194,7 +194,7 @@ class PLSASums(Statistic):
 
     @classmethod
     def check_data(cls, rng: np.random.Generator, n_rows: int) -> CheckData:
-        """Rows of the kind this statistic takes, for the conformance suite."""
+        # rows of the kind this statistic takes (the base class's docstring says more)
         X = rng.poisson(2.0, (n_rows, 5)).astype(float)
         topics = rng.dirichlet(np.ones(5), size=2)
         return CheckData(X, options={"topics": topics}, offset=False)  # counts

@@ -377,7 +377,7 @@ class PPCASums(Statistic):
 
     @classmethod
     def check_data(cls, rng: np.random.Generator, n_rows: int) -> CheckData:
-        """Rows of the kind this statistic takes, for the conformance suite."""
+        # rows of the kind this statistic takes (the base class's docstring says more)
         data = super().check_data(rng, n_rows)
         d = data.X.shape[1]
         params = PPCAParams(rng.standard_normal((d, 1)), np.zeros(d), 1.0)

@@ -68,7 +68,7 @@ class CentredProduct(Statistic):
 
     @classmethod
     def check_data(cls, rng: np.random.Generator, n_rows: int) -> CheckData:
-        """Rows of the kind this statistic takes, for the conformance suite."""
+        # rows of the kind this statistic takes (the base class's docstring says more)
         data = super().check_data(rng, n_rows)
         basis = rng.standard_normal((data.X.shape[1], 2))
         invariant = ("count", "sq", "product", "n_rows")

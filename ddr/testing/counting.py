@@ -58,11 +58,22 @@ class CountingArray:
 
 
 def counting_dask_array(data: Any, chunks: Any) -> tuple[da.Array, CountingArray]:
-    """A dask array over ``data`` (numpy, or a scipy.sparse matrix: CSR blocks) and the
-    counter of its reads.
+    """A dask array over ``data`` and the counter of its reads.
 
     The array is built so that every task reads its own chunk from the counter (no task
     fusion can hide a read): ``passes`` is exact.
+
+    Parameters
+    ----------
+    data : ndarray or scipy.sparse matrix of shape (n_rows, ...)
+        The rows (a sparse matrix gives CSR blocks).
+    chunks : tuple
+        dask chunks.
+
+    Returns
+    -------
+    array : dask.array.Array
+    counter : CountingArray
     """
     counter = CountingArray(data)
     sparse = _is_sparse(counter.data)

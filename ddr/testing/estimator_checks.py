@@ -80,7 +80,12 @@ Check = Callable[[BaseEstimator], None]
 # ------------------------------------------------------------------- registry
 def exported_estimators() -> list[type]:
     """Every estimator class ddr exports (``ddr._EXPORTS``), sorted by name: being
-    exported is being tested."""
+    exported is being tested.
+
+    Returns
+    -------
+    list of type
+    """
     import ddr
 
     return [
@@ -90,13 +95,13 @@ def exported_estimators() -> list[type]:
     ]
 
 
-def suite_instance(cls: type, **params: Any) -> BaseEstimator:
-    """An instance of ``cls`` for the suite's small data: its tags' ``checks.params`` (and
+def suite_instance(estimator_class: type, **params: Any) -> BaseEstimator:
+    """An instance for the suite's small data: its tags' ``checks.params`` (and
     ``params``) over the defaults.
 
     Parameters
     ----------
-    cls : type
+    estimator_class : type
         A ddr estimator class.
     **params
         Parameters over those.
@@ -105,7 +110,7 @@ def suite_instance(cls: type, **params: Any) -> BaseEstimator:
     -------
     estimator
     """
-    return cls(**{**get_ddr_tags(cls).checks.params, **params})
+    return estimator_class(**{**get_ddr_tags(estimator_class).checks.params, **params})
 
 
 def estimator_checks(estimator: BaseEstimator) -> Iterator[Check]:

@@ -61,7 +61,17 @@ VOLATILE = ("path", "bytes", "provenance", "history", "claim", "version")
 
 @dataclass(frozen=True)
 class OutputKindCase:
-    """One example of one registered output kind."""
+    """One example of one registered output kind.
+
+    Parameters
+    ----------
+    kind : str
+        The kind's name.
+    index : int
+        Which of its examples.
+    example : dict
+        The example (its output entry and steps).
+    """
 
     kind: str
     index: int
@@ -84,8 +94,18 @@ def output_kind_cases() -> list[OutputKindCase]:
 
 
 def parametrize_with_output_kind_checks(cases: list[OutputKindCase] | None = None) -> Any:
-    """A pytest parametrisation of ``case`` over ``cases`` (default: every example of every
-    registered kind, :func:`output_kind_cases`), with ids ``"kind-index"`` (``"plot-kde"``)."""
+    """A pytest parametrisation of ``case`` over ``cases``, with ids ``"kind-index"``.
+
+    Parameters
+    ----------
+    cases : list of OutputKindCase, optional
+        Default: every example of every registered kind (:func:`output_kind_cases`).
+
+    Returns
+    -------
+    decorator
+        ``pytest.mark.parametrize``; a plot's id names it (``"plot-kde"``).
+    """
     import pytest
 
     cases = output_kind_cases() if cases is None else cases
@@ -93,7 +113,15 @@ def parametrize_with_output_kind_checks(cases: list[OutputKindCase] | None = Non
 
 
 def check_output_kind(case: OutputKindCase, workdir: str | os.PathLike) -> None:
-    """Every check of the suite on ``case``, in ``workdir`` (an empty directory)."""
+    """Every check of the suite on ``case``, in ``workdir``.
+
+    Parameters
+    ----------
+    case : OutputKindCase
+        The example.
+    workdir : str or path-like
+        An empty directory.
+    """
     work = _Work(case, Path(workdir))
     check_write(work)
     check_inspect(work)

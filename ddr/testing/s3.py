@@ -22,7 +22,9 @@ from typing import Any
 
 __all__ = ["BUCKET", "REGION", "S3Server", "set_environ", "start_s3_server", "stop_s3_server"]
 
+#: The bucket :func:`start_s3_server` creates.
 BUCKET = "ddr-test"
+#: The region of the test endpoint.
 REGION = "us-east-1"
 # create_user, create_access_key, put_user_policy: the only unsigned requests moto accepts
 _UNSIGNED_SETUP_REQUESTS = 3
@@ -30,6 +32,22 @@ _UNSIGNED_SETUP_REQUESTS = 3
 
 @dataclass
 class S3Server:
+    """A running S3 endpoint on loopback and the credentials of its test user.
+
+    Parameters
+    ----------
+    endpoint : str
+        ``http://127.0.0.1:<port>``.
+    key, secret : str
+        The test user's access key.
+    bucket : str, default :data:`BUCKET`
+        The bucket created for the tests.
+    process : subprocess.Popen, optional
+        The server's process.
+    log : pathlib.Path, optional
+        Where the server logs its requests.
+    """
+
     endpoint: str
     key: str
     secret: str
@@ -50,9 +68,20 @@ class S3Server:
         }
 
     def env_without_credentials(self, folder: Path) -> dict[str, str]:
-        """This process's environment with no AWS credentials anywhere (the variables
-        removed, the credentials and config files pointed at nothing in ``folder``), the
-        endpoint kept: for a subprocess that must find none."""
+        """Give the environment of this process without AWS credentials, the endpoint kept.
+
+        The variables are removed and the credentials and config files pointed at nothing
+        in ``folder``: for a subprocess that must find none.
+
+        Parameters
+        ----------
+        folder : pathlib.Path
+            A folder without AWS files.
+
+        Returns
+        -------
+        dict
+        """
         env = {
             k: v
             for k, v in os.environ.items()
@@ -63,12 +92,31 @@ class S3Server:
         return env
 
     def share_with(self, client: Any, **extra: str) -> None:
-        """Give the workers of a distributed ``client`` this environment (and ``extra``):
-        workers started before the server do not have it."""
+        """Give the workers of a distributed ``client`` this environment (and ``extra``).
+
+        Workers started before the server do not have it.
+
+        Parameters
+        ----------
+        client : distributed.Client
+            The client of the workers.
+        **extra : str
+            More variables.
+        """
         client.run(set_environ, {**self.env, **extra})
 
     def url(self, name: str = "") -> str:
-        """A fresh prefix in the test bucket (``s3://ddr-test/<uuid>/name``)."""
+        """A fresh prefix in the test bucket (``s3://ddr-test/<uuid>/name``).
+
+        Parameters
+        ----------
+        name : str, default ""
+            Appended to the prefix.
+
+        Returns
+        -------
+        str
+        """
         return f"s3://{self.bucket}/{uuid.uuid4().hex[:12]}" + (f"/{name}" if name else "")
 
     def client(self):
@@ -83,8 +131,19 @@ class S3Server:
         )
 
     def requests(self, method: str, url: str) -> int:
-        """How many ``method`` requests (``"GET"``, ``"HEAD"``, ...) for objects under an
-        ``s3://bucket/prefix`` URL the server has answered (from its request log)."""
+        """How many requests the server has answered for objects under a URL (its log).
+
+        Parameters
+        ----------
+        method : str
+            ``"GET"``, ``"HEAD"``, ...
+        url : str
+            An ``s3://bucket/prefix`` URL.
+
+        Returns
+        -------
+        int
+        """
         if self.log is None:
             return 0
         time.sleep(0.3)  # the server logs a request after its response
@@ -93,15 +152,33 @@ class S3Server:
             return sum(target in line for line in fh)  # (some lines are coloured)
 
     def keys(self, prefix: str) -> list[str]:
-        """Every object key under an ``s3://bucket/prefix`` URL (listed with boto3)."""
+        """Every object key under an ``s3://bucket/prefix`` URL (listed with boto3).
+
+        Parameters
+        ----------
+        prefix : str
+            The URL.
+
+        Returns
+        -------
+        list of str
+        """
         bucket, _, key = prefix.removeprefix("s3://").partition("/")
         pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key)
         return [o["Key"] for page in pages for o in page.get("Contents", [])]
 
 
 def set_environ(values: dict[str, str]) -> None:
-    """``os.environ.update(values)`` in this process (for ``client.run``: a bound method of
-    ``os.environ`` would be pickled with a copy of the environment and update that)."""
+    """``os.environ.update(values)`` in this process.
+
+    For ``client.run``: a bound method of ``os.environ`` would be pickled with a copy of the
+    environment and update that.
+
+    Parameters
+    ----------
+    values : dict
+        The variables to set.
+    """
     os.environ.update(values)
 
 
@@ -112,9 +189,21 @@ def _free_port() -> int:
 
 
 def start_s3_server(log: Path) -> S3Server:
-    """Start moto's server (``pip install 'moto[server]'``) on a random loopback port, with
+    """Start moto's S3 server on a random loopback port, with a test user and bucket.
+
+    moto's server (``pip install 'moto[server]'``) runs on a random loopback port, with
     credential checks on, and create a user with S3 rights and the bucket :data:`BUCKET`.
-    Its output goes to ``log``. Stop it with :func:`stop_s3_server`."""
+    Its output goes to ``log``. Stop it with :func:`stop_s3_server`.
+
+    Parameters
+    ----------
+    log : pathlib.Path
+        Where the server's output goes.
+
+    Returns
+    -------
+    S3Server
+    """
     import boto3
 
     port = _free_port()
@@ -157,6 +246,13 @@ def start_s3_server(log: Path) -> S3Server:
 
 
 def stop_s3_server(server: S3Server) -> None:
+    """Stop the server :func:`start_s3_server` started (terminate, then kill after 10 s).
+
+    Parameters
+    ----------
+    server : S3Server
+        What :func:`start_s3_server` returned.
+    """
     if server.process is not None and server.process.poll() is None:
         server.process.terminate()
         try:
