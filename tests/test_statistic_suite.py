@@ -78,3 +78,19 @@ def test_dims_of_asks_the_statistic():
     assert Histogram.dims_of("counts", 3, "f") == ("class", "f", "bin")
     # a value with other dims than declared (the per-feature count of a diagonal form)
     assert Moments.dims_of("count", 1, "gene") == ("count_dim_0",)
+
+
+def test_a_pipeline_labels_a_statistic_with_the_dims_it_declares():
+    from ddr.pipeline.outputs.arrays import statistic_dataset
+    from ddr.stats import ClassSums, Histogram
+
+    X = np.random.default_rng(0).standard_normal((40, 3))
+    y = np.arange(40) % 2
+    sums = statistic_dataset(ClassSums.from_block(X, y), "gene")
+    assert sums["sums"].dims == ("class", "gene")
+    hist = statistic_dataset(Histogram.from_block(X, y), "gene")
+    assert hist["counts"].dims == ("class", "gene", "bin")
+    assert hist["bin_width"].dims == ("gene",)
+    moments = statistic_dataset(Moments.from_block(X, diagonal=True, nan_policy="omit"), "g")
+    assert moments["count"].dims == ("count_dim_0",)  # per-feature: not the declared scalar
+    assert moments["mean"].dims == ("g",)

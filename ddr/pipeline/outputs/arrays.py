@@ -150,30 +150,10 @@ def statistic_dataset(stat: Any, feature_dim: str) -> dict[str, Any]:
     """A statistic's read-outs as DataArrays with named dims (``feature_dim``, ``class``)."""
     import xarray as xr
 
-    fd = feature_dim
-    dims_of = {
-        "mean": (fd,),
-        "variance": (fd,),
-        "std": (fd,),
-        "covariance": (fd, f"{fd}_2"),
-        "correlation": (fd, f"{fd}_2"),
-        "classes": ("class",),
-        "counts": ("class",),
-        "priors": ("class",),
-        "means": ("class", fd),
-        "variances": ("class", fd),
-        "covariances": ("class", fd, f"{fd}_2"),
-        "pooled_covariance": (fd, f"{fd}_2"),
-        "within_scatter": (fd, f"{fd}_2"),
-        "between_scatter": (fd, f"{fd}_2"),
-        "class_counts": ("class",),
-    }
     out = {}
     for name, value in statistic_readouts(stat).items():
         arr = np.asarray(value)
-        dims = dims_of.get(name)
-        if dims is None or len(dims) != arr.ndim:
-            dims = tuple(f"{name}_dim_{i}" for i in range(arr.ndim))
+        dims = type(stat).dims_of(name, arr.ndim, feature_dim)  # as the statistic declares
         if arr.dtype.kind == "U":
             arr = arr.astype(object)
         out[name] = xr.DataArray(arr, dims=dims, name=name)
