@@ -344,11 +344,11 @@ class LogLikelihoodScore:
         Parameters
         ----------
         X : array-like, dask array or DataArray of shape (n_samples, n_features)
-            The rows.
+            The rows to score: one pass over them.
         y : None
-            Ignored (scikit-learn's signature).
+            Not used; there for scikit-learn's ``score(X, y)``.
         sample_dim : hashable, optional
-            The sample dim of a DataArray X (default: its first dim).
+            The sample dim of a DataArray X; by default its first dim.
 
         Returns
         -------

@@ -118,6 +118,9 @@ class Statistic(abc.ABC):
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {}
     readouts: ClassVar[tuple[str, ...]] = ()
     readout_dims: ClassVar[dict[str, tuple[str, ...]]] = {}
+    #: read-outs (or fields) that do not change when the rows move by a constant vector
+    #: (covariances, counts): the conformance suite checks them on data at a 1e8 offset
+    check_invariant: ClassVar[tuple[str, ...]] = ()
     _fields_as: ClassVar[dict[str, str]] = {}
     _merge_mismatch: ClassVar[str] = "cannot merge {cls} of {a} features with {cls} of {b} features"
     _labels_field: ClassVar[str | None] = None
@@ -264,8 +267,9 @@ class Statistic(abc.ABC):
         """Rows (labels, options) of the kind this statistic takes, for :mod:`ddr.testing`.
 
         The default: three correlated normal features, three classes where the statistic
-        uses labels, no options, nothing claimed invariant to an offset. Statistics with
-        required options, or that take codes or counts, override it.
+        uses labels, no options, ``check_invariant`` for what must not move with an
+        offset. Statistics with required options, or that take codes or counts, override
+        it.
 
         Parameters
         ----------
@@ -280,7 +284,7 @@ class Statistic(abc.ABC):
         """
         X = rng.standard_normal((n_rows, 3)) @ np.array([[2.0, 0.3, 0.0], [0, 1, 0.5], [0, 0, 0.7]])
         y = np.arange(n_rows) % 3 if cls.accepts_labels or cls.needs_labels else None
-        return CheckData(X, y)
+        return CheckData(X, y, invariant=cls.check_invariant)
 
     # ------------------------------------------------------ memory estimates
     @classmethod

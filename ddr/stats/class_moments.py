@@ -23,7 +23,7 @@ from ddr.stats._checks import (
     check_weights,
     unique_labels,
 )
-from ddr.stats.base import FEATURE_DIM, CheckData, Statistic
+from ddr.stats.base import FEATURE_DIM, Statistic
 from ddr.stats.moments import Moments, NanPolicy, _centred_sums
 
 __all__ = ["ClassMoments", "group_rows"]
@@ -153,6 +153,9 @@ class ClassMoments(Statistic):
         "within_scatter": (FEATURE_DIM, f"{FEATURE_DIM}_2"),
         "between_scatter": (FEATURE_DIM, f"{FEATURE_DIM}_2"),
     }
+    check_invariant = (
+        "classes", "counts", "covariances", "pooled_covariance", "between_scatter",
+    )  # fmt: skip
     _fields_as: ClassVar[dict[str, str]] = {
         "classes": "labels", "moments": "tuple", "counts": "float64",
     }  # fmt: skip
@@ -163,13 +166,6 @@ class ClassMoments(Statistic):
 
     needs_labels = True
     accepts_labels = True
-
-    @classmethod
-    def check_data(cls, rng: np.random.Generator, n_rows: int) -> CheckData:
-        # rows of the kind this statistic takes (the base class's docstring says more)
-        data = super().check_data(rng, n_rows)
-        invariant = ("classes", "counts", "covariances", "pooled_covariance", "between_scatter")
-        return CheckData(data.X, data.y, invariant=invariant)
 
     @classmethod
     def from_block(

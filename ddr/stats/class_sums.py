@@ -20,7 +20,7 @@ import scipy.sparse
 from ddr.stats._centring import scratch
 from ddr.stats._checks import check_block, check_finite, check_weights, class_index
 from ddr.stats._sparse import as_csr64
-from ddr.stats.base import FEATURE_DIM, CheckData, Statistic
+from ddr.stats.base import FEATURE_DIM, Statistic
 from ddr.stats.class_moments import union_classes
 
 __all__ = ["ClassSums"]
@@ -49,6 +49,7 @@ class ClassSums(Statistic):
         "sums": ("class", FEATURE_DIM),
         "class_counts": ("class",),
     }
+    check_invariant = ("classes", "counts")
     _fields_as: ClassVar[dict[str, str]] = {
         "counts": "float64", "sums": "float64", "classes": "labels",
     }  # fmt: skip
@@ -57,12 +58,6 @@ class ClassSums(Statistic):
     classes: np.ndarray | None
     counts: np.ndarray
     sums: np.ndarray
-
-    @classmethod
-    def check_data(cls, rng: np.random.Generator, n_rows: int) -> CheckData:
-        # rows of the kind this statistic takes (the base class's docstring says more)
-        data = super().check_data(rng, n_rows)
-        return CheckData(data.X, data.y, invariant=("classes", "counts"))
 
     @classmethod
     def from_block(

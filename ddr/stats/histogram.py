@@ -29,7 +29,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval
 
 from ddr.stats._checks import check_block, check_finite, check_weights, class_index
-from ddr.stats.base import FEATURE_DIM, CheckData, Statistic
+from ddr.stats.base import FEATURE_DIM, Statistic
 from ddr.stats.class_moments import union_classes
 
 __all__ = ["Histogram", "lattice_exponent", "union_exponent"]
@@ -124,6 +124,7 @@ class Histogram(Statistic):
         "class_counts": ("class",),
         "bin_width": (FEATURE_DIM,),
     }
+    check_invariant = ("classes", "class_counts")
     _fields_as: ClassVar[dict[str, str]] = {
         "counts": "float64", "start": "int64", "exponent": "int64", "lo": "float64",
         "hi": "float64", "classes": "labels",
@@ -143,12 +144,6 @@ class Histogram(Statistic):
     hi: np.ndarray
 
     accepts_labels = True
-
-    @classmethod
-    def check_data(cls, rng: np.random.Generator, n_rows: int) -> CheckData:
-        # rows of the kind this statistic takes (the base class's docstring says more)
-        data = super().check_data(rng, n_rows)
-        return CheckData(data.X, data.y, invariant=("classes", "class_counts"))
 
     @classmethod
     def from_block(

@@ -21,7 +21,7 @@ from sklearn.utils._param_validation import StrOptions
 
 from ddr.stats._centring import Centring, scratch
 from ddr.stats._checks import check_block, check_finite, check_weights
-from ddr.stats.base import FEATURE_DIM, CheckData, Statistic
+from ddr.stats.base import FEATURE_DIM, Statistic
 
 __all__ = ["Moments"]
 
@@ -164,6 +164,7 @@ class Moments(Statistic):
         "correlation": (FEATURE_DIM, f"{FEATURE_DIM}_2"),
         "total_variance": (),
     }
+    check_invariant = ("count", "covariance", "variance", "n_rows")
     _fields_as: ClassVar[dict[str, str]] = {
         "count": "count", "mean": "float64", "scatter": "float64", "n_rows": "int",
     }  # fmt: skip
@@ -172,14 +173,6 @@ class Moments(Statistic):
     mean: np.ndarray
     scatter: np.ndarray
     n_rows: int = 0
-
-    @classmethod
-    def check_data(cls, rng: np.random.Generator, n_rows: int) -> CheckData:
-        # rows of the kind this statistic takes (the base class's docstring says more)
-        data = super().check_data(rng, n_rows)
-        return CheckData(
-            data.X, options={}, invariant=("count", "covariance", "variance", "n_rows")
-        )
 
     @classmethod
     def from_block(

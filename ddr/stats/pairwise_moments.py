@@ -27,7 +27,7 @@ from scipy.linalg.blas import dsyrk
 
 from ddr.stats._centring import Centring
 from ddr.stats._checks import check_block, check_finite
-from ddr.stats.base import FEATURE_DIM, CheckData, Statistic
+from ddr.stats.base import FEATURE_DIM, Statistic
 
 __all__ = ["PairwiseMoments"]
 
@@ -58,6 +58,7 @@ class PairwiseMoments(Statistic):
         "mean": (FEATURE_DIM,),
         "covariance": (FEATURE_DIM, f"{FEATURE_DIM}_2"),
     }
+    check_invariant = ("count", "covariance")
     _fields_as: ClassVar[dict[str, str]] = {
         "shift": "float64", "pair_count": "float64", "s1": "float64", "s2": "float64",
         "n_rows": "int",
@@ -68,12 +69,6 @@ class PairwiseMoments(Statistic):
     s1: np.ndarray
     s2: np.ndarray
     n_rows: int = 0
-
-    @classmethod
-    def check_data(cls, rng: np.random.Generator, n_rows: int) -> CheckData:
-        # rows of the kind this statistic takes (the base class's docstring says more)
-        data = super().check_data(rng, n_rows)
-        return CheckData(data.X, invariant=("count", "covariance"))
 
     @classmethod
     def from_block(
