@@ -108,7 +108,9 @@ class Statistic(abc.ABC):
     another kind of statistic, another ``_merge_key`` (the number of features unless
     the statistic says otherwise; the message is ``_merge_mismatch``) and, where
     ``_labels_field`` names a field that may be None, labelled with unlabelled values;
-    then the statistic's ``_merge`` combines them.
+    then the statistic's ``_merge`` combines them. ``check_invariant`` names the read-outs
+    an offset of the rows must not move, and :meth:`check_data` the rows it takes, for the
+    conformance suite of :mod:`ddr.testing`.
     """
 
     needs_labels: ClassVar[bool] = False
@@ -118,8 +120,8 @@ class Statistic(abc.ABC):
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {}
     readouts: ClassVar[tuple[str, ...]] = ()
     readout_dims: ClassVar[dict[str, tuple[str, ...]]] = {}
-    #: read-outs (or fields) that do not change when the rows move by a constant vector
-    #: (covariances, counts): the conformance suite checks them on data at a 1e8 offset
+    # read-outs (or fields) that do not change when the rows move by a constant vector
+    # (covariances, counts): the conformance suite checks them on data at a 1e8 offset
     check_invariant: ClassVar[tuple[str, ...]] = ()
     _fields_as: ClassVar[dict[str, str]] = {}
     _merge_mismatch: ClassVar[str] = "cannot merge {cls} of {a} features with {cls} of {b} features"
