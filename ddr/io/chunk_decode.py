@@ -13,7 +13,7 @@ costs that profiling a dask worker showed to be a third of reading a 40 MB zstd 
   transparent huge pages (512 times fewer faults).
 
 A trailing ``crc32c`` checksum (Zarr v3; what ddr writes its outputs and models with, see
-:mod:`ddr.io.checksums`) is verified as zarr verifies it. Every other chain (other
+``ddr.io.checksums``) is verified as zarr verifies it. Every other chain (other
 compressors, filters, other checksums, big-endian data, strings, sharding) is left to zarr,
 and so is any chunk whose header does not describe exactly the chunk expected (the caller
 falls back to zarr's own read, which decodes it or raises zarr's error).

@@ -25,6 +25,19 @@ _SHOWN_FIELDS = ("shape", "chunk_grid", "chunks", "data_type", "dtype", "fill_va
 class StaleConsolidatedMetadata(ValueError):
     """A group's consolidated copy of an array's metadata differs from the array's own.
 
+    Parameters
+    ----------
+    where : str
+        The store as messages name it.
+    group : str
+        The path of the group holding the consolidated copy (``""``: the root).
+    array : str
+        The array's path in the store.
+    diffs : dict
+        Field -> (the array's own value, the consolidated copy's value).
+    v2 : bool
+        A Zarr v2 store (its documents are ``.zarray`` and ``.zmetadata``).
+
     Attributes
     ----------
     array : str

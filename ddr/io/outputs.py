@@ -385,7 +385,7 @@ def write_zarr(
         Stored under ``ddr:provenance`` (resolved pipeline, versions, input fingerprints).
     encoding : mapping, optional
         Per-variable xarray encoding (e.g. compressors). Every variable's compressors end
-        with the ``crc32c`` checksum codec (:mod:`ddr.io.checksums`), verified on read.
+        with the ``crc32c`` checksum codec (``ddr.io.checksums``), verified on read.
     compute : bool
         Compute and finalize now (default). With ``False``, compute the returned
         :class:`PendingOutput`'s ``delayed`` yourself, then call its ``finalize()``.
