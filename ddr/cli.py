@@ -617,11 +617,12 @@ def inspect_path(path: Any) -> tuple[dict[str, Any], int]:
         info["status"] = "missing"
         return info, 2
     kind, probe = kind_at(p)
-    if kind is None:  # no kind wrote this
-        info.update(status="not-ddr", fingerprint=None, bytes=p.size() if probe.is_file else None)
+    if kind is None:  # a file no kind wrote (any folder or store is the zarr kind's to read)
+        info.update(status="not-ddr", fingerprint=None, bytes=p.size())
         return info, _INSPECT_CODES["not-ddr"]
-    info["kind"] = kind.name
     info.update(kind.inspect(probe))
+    if info["status"] != "not-ddr":  # a store ddr did not write is of no kind
+        info["kind"] = kind.name
     return info, 1 if "error" in info else _INSPECT_CODES[info["status"]]
 
 
