@@ -134,6 +134,19 @@ class Plan:
             groups.setdefault((inp.path, inp.spec.array or ""), []).append(name)
         return {", ".join(names): names for names in groups.values()}
 
+    def format(self) -> str:
+        """The plan as ``ddr plan`` prints it (:func:`ddr.pipeline.plan_render.format_plan`)."""
+        from ddr.pipeline.plan_render import format_plan
+
+        return format_plan(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as ``ddr plan --json`` prints it
+        (:func:`ddr.pipeline.plan_render.plan_dict`)."""
+        from ddr.pipeline.plan_render import plan_dict
+
+        return plan_dict(self)
+
     def passes(self) -> dict[str, str]:
         """Planned passes over each stored array: exact (``"5"``), or ``"2+"`` when a fit
         that reads it decides its passes while it runs (EM until it converges)."""

@@ -38,8 +38,9 @@ class RunClock:
     """Where the wall time of a run goes, part by part.
 
     ``started`` is when the clock started (seconds since the epoch): the ``ddr`` command
-    gives its process start, so the whole wall time includes starting Python and the
-    cluster; :func:`ddr.pipeline.run_plan` called from Python starts one itself.
+    gives its process start (:meth:`since_process_start`), so the whole wall time includes
+    starting Python and the cluster; :func:`ddr.pipeline.run` called from Python without a
+    clock starts one itself.
     Parts, in order: ``start-up`` (imports, reading and checking the pipeline), ``cluster
     start``, ``passes`` (dask computes over the data, including the final pass that streams
     chunks to Zarr), ``writes`` (metadata, models, metrics, plots, completion markers),
@@ -48,6 +49,18 @@ class RunClock:
 
     started: float = field(default_factory=time.time)
     parts: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def since_process_start(cls) -> RunClock:
+        """A clock started when this process started (Python's start-up included): what
+        the ``ddr`` command times its run with."""
+        import psutil
+
+        try:
+            started = psutil.Process().create_time()
+        except psutil.Error:  # pragma: no cover - no process table
+            started = time.time()
+        return cls(started=started)
 
     def add(self, part: str, seconds: float) -> None:
         self.parts[part] = self.parts.get(part, 0.0) + max(seconds, 0.0)
