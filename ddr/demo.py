@@ -31,7 +31,15 @@ import xarray as xr
 from ddr.io.outputs import IfExists, write_zarr
 from ddr.linalg.signs import component_signs
 
-__all__ = ["DemoSpec", "default_chunk_rows", "demo_truth", "write_demo_data"]
+__all__ = [
+    "DEMO_KINDS",
+    "DemoSpec",
+    "default_chunk_rows",
+    "demo_spec",
+    "demo_truth",
+    "write_demo",
+    "write_demo_data",
+]
 
 
 @dataclass(frozen=True)
@@ -100,6 +108,84 @@ class DemoSpec:
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
+
+    def describe(self, seconds: float) -> str:
+        """What ``ddr demo-data`` says it wrote, in ``seconds``.
+
+        Parameters
+        ----------
+        seconds : float
+            How long writing took.
+
+        Returns
+        -------
+        str
+            The shape, dtype, raw size and chunks of ``X``, what else is stored, the seeds.
+        """
+        size = self.n_samples * self.n_features * np.dtype(self.dtype).itemsize / 2**20
+        n_chunks = -(-self.n_samples // self.chunk_rows)
+        return (
+            f"X {self.n_samples} x {self.n_features} {self.dtype} ({size:.0f} MiB raw) in "
+            f"{n_chunks} chunk{'s' if n_chunks != 1 else ''} of {self.chunk_rows} rows, y, and "
+            f"the true mean/components/variances (population seed {self.seed}, sample seed "
+            f"{self.sample_seed}; {seconds:.1f} s)"
+        )
+
+
+#: the kinds of demo data: ``dense`` (:class:`DemoSpec`), ``counts``
+#: (:class:`ddr.demo_counts.CountsSpec`)
+DEMO_KINDS = ("dense", "counts")
+
+
+def demo_spec(kind: str, **params: Any) -> Any:
+    """The spec of a demo dataset of ``kind``, from its parameters (None: the default).
+
+    Parameters
+    ----------
+    kind : {"dense", "counts"}
+        A low-rank signal plus noise with class labels (:class:`DemoSpec`), or word counts
+        drawn from a topic model (:class:`ddr.demo_counts.CountsSpec`).
+    **params
+        The spec's parameters; those that are None take the spec's defaults.
+
+    Returns
+    -------
+    DemoSpec or CountsSpec
+        Checked (a ValueError names a parameter out of range).
+    """
+    from ddr.demo_counts import CountsSpec
+
+    classes = {"dense": DemoSpec, "counts": CountsSpec}
+    if kind not in classes:
+        raise ValueError(f"kind must be one of {', '.join(DEMO_KINDS)}; got {kind!r}")
+    return classes[kind](**{k: v for k, v in params.items() if v is not None})
+
+
+def write_demo(
+    path: str | os.PathLike,
+    spec: Any,
+    *,
+    if_exists: IfExists = "error",
+    storage_options: Mapping[str, Any] | None = None,
+) -> None:
+    """Write the demo dataset of ``spec`` (from :func:`demo_spec`) to a Zarr group at
+    ``path``: :func:`write_demo_data` or :func:`ddr.demo_counts.write_counts_data`.
+
+    Parameters
+    ----------
+    path : str or path
+        A local path or a URL.
+    spec : DemoSpec or CountsSpec
+        What to write.
+    if_exists : {"error", "overwrite", "skip-if-complete"}
+        What to do with an existing group (see :func:`ddr.io.write_zarr`).
+    storage_options : mapping, optional
+        For a URL, as :func:`ddr.io.write_zarr` takes them.
+    """
+    from ddr.demo_counts import write_counts_data
+
+    write = write_demo_data if isinstance(spec, DemoSpec) else write_counts_data
+    write(path, spec, if_exists=if_exists, storage_options=storage_options)
 
 
 #: ``chunk_rows`` by default: the rows split into this many chunks (so even the default demo

@@ -108,6 +108,27 @@ class CountsSpec:
             if not ok:
                 raise ValueError(message)
 
+    def describe(self, seconds: float) -> str:
+        """What ``ddr demo-data --kind counts`` says it wrote, in ``seconds``.
+
+        Parameters
+        ----------
+        seconds : float
+            How long writing took.
+
+        Returns
+        -------
+        str
+            The corpus's size and layout, what else is stored, the seeds.
+        """
+        return (
+            f"X {self.n_samples} documents x {self.n_features} words, sparse counts "
+            f"({self.dtype}, CSR group in AnnData's layout), {self.n_topics} topics, about "
+            f"{self.doc_length:g} tokens a document; the vocabulary (var/_index) and the truth "
+            f"(true_topics, true_mixtures, doc_length) (topic seed {self.seed}, sample seed "
+            f"{self.sample_seed}; {seconds:.1f} s)"
+        )
+
 
 def counts_truth(spec: CountsSpec) -> np.ndarray:
     """The topics, ``P(word | topic)``: shape (n_topics, n_features), rows summing to 1."""

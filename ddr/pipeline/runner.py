@@ -1,4 +1,5 @@
-"""Execute a :class:`~ddr.pipeline.planner.Plan` under the active dask scheduler.
+"""Execute a :class:`~ddr.pipeline.planner.Plan` under the active dask scheduler
+(:func:`execute`; :func:`ddr.pipeline.run` claims the outputs and starts the cluster first).
 
 The phases of the plan run in order:
 
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import json
 import logging
 import os
 import time
@@ -34,20 +34,18 @@ from collections.abc import Iterator
 from typing import Any
 
 from ddr.config.errors import RunError, describe_error
-from ddr.io.claims import OutputClaims, claim_location
+from ddr.io.claims import OutputClaims
 from ddr.io.locations import Location, redact, resolve
 from ddr.pipeline._counting import count_key
 from ddr.pipeline.fitplans import call, fit_plan
-from ddr.pipeline.memory import check_worker_memory
 from ddr.pipeline.planner import Phase, Plan, StepPlan
-from ddr.pipeline.run_files import RunFile, refusals, run_files
 from ddr.pipeline.schema import split_ref
 from ddr.pipeline.summary import OutputResult, RunClock, RunSummary, StepResult, _rel
 from ddr.pipeline.writers import OutputWriter
 from ddr.progress import Passes
 from ddr.tags import get_ddr_tags
 
-__all__ = ["RunClock", "RunSummary", "run_plan"]
+__all__ = ["RunClock", "RunSummary", "execute"]
 
 logger = logging.getLogger(__name__)
 
@@ -493,79 +491,52 @@ def _along(v: Any, sdim: Any) -> Any:
     return v.rename({dims[0]: sdim})
 
 
-def run_plan(
+def execute(
     plan: Plan,
+    claims: OutputClaims,
     *,
-    summary_path: str | os.PathLike[str] | None = None,
-    performance_report: str | os.PathLike[str] | None = None,
+    summary_at: Location | None = None,
+    report_at: Location | None = None,
     argv: list[str] | None = None,
     clock: RunClock | None = None,
-    claims: OutputClaims | None = None,
 ) -> RunSummary:
-    """Run ``plan`` under the active dask scheduler and return its summary.
+    """Run ``plan``'s phases under the active dask scheduler and return its summary.
 
-    The run owns the outputs it writes while it runs (:mod:`ddr.io.claims`): it claims them
-    before anything is written (another run holding one is refused, or waited for with
-    ``run.wait``), every write checks the claim, and the claims are released when the run
-    ends, whether it succeeds, fails or is interrupted.
-
-    Progress is reported through :mod:`logging` (the ``ddr.pipeline.runner`` logger and the
-    estimators' own): one INFO record per phase and per pass over the data, the dask
-    dashboard link, notes as warnings. The ``ddr`` command shows them (see :mod:`ddr._log`).
+    The lower half of a run (:func:`ddr.pipeline.run` is the whole of it: claims, cluster,
+    memory check, outcome). Progress is reported through :mod:`logging` (the
+    ``ddr.pipeline.runner`` logger and the estimators' own): one INFO record per phase and
+    per pass over the data, the dask dashboard link, notes as warnings.
 
     Parameters
     ----------
     plan : Plan
         From :func:`ddr.pipeline.plan_pipeline`.
-    summary_path : str, optional
-        Write the run summary JSON here instead of the plan's (``run.summary``, or
-        ``summary`` given to :func:`plan_pipeline`).
-    performance_report : str, optional
-        Write a dask performance report (HTML; needs a distributed scheduler) here instead
-        of the plan's. Both are checked as the planner checks the pipeline's (never inside
-        an input or an output: ValueError).
+    claims : OutputClaims
+        The claims on the plan's outputs, taken (every write checks them).
+    summary_at : Location, optional
+        Where the summary JSON goes, also when the run fails (a local fallback file when it
+        cannot go there, :meth:`RunSummary.write`).
+    report_at : Location, optional
+        Where a dask performance report (HTML; distributed schedulers only) goes.
     argv : list of str, optional
         The command recorded in provenance and CF ``history`` (default ``sys.argv``).
     clock : RunClock, optional
-        Collects the wall time and its parts; the ``ddr`` command passes one started with
-        its process, so the summary's times include start-up and the cluster. Default: one
-        started now.
-    claims : OutputClaims, optional
-        The claims on the plan's outputs, already taken (the ``ddr`` command takes them
-        before it starts the cluster, see :func:`ddr.pipeline.ownership.claim_outputs`);
-        by default the run takes them itself, and releases them when it ends.
+        Collects the times of the run's parts (default: one started now).
+
+    Returns
+    -------
+    RunSummary
+        Status ``"ok"``.
 
     Raises
     ------
-    ddr.io.claims.ClaimError
-        Another run is writing one of the outputs (nothing was read or written).
     RunError
-        A step or an output failed; the summary (status ``"failed"``) is still written.
+        A step or an output failed; the summary (status ``"failed"``) is on the exception
+        as ``ddr_summary``, and written.
     KeyboardInterrupt
-        The run was interrupted; the summary (status ``"interrupted"``) is still written.
+        The run was interrupted; the summary (status ``"interrupted"``) is on the exception
+        as ``ddr_summary``, and written.
     """
-    files = _run_files(plan, summary_path, performance_report)
-    check_worker_memory(plan, active_client())  # before anything is read or written
-    if claims is not None:
-        return _run_claimed(plan, claims, files, argv, clock)
-    from ddr.pipeline.ownership import claim_outputs
-    from ddr.pipeline.planner import replan
-
-    with claim_outputs(plan, argv=argv) as own:
-        if own.waited:  # what the other run wrote may be complete now
-            plan = replan(plan)
-        return _run_claimed(plan, own, files, argv, clock)
-
-
-def _run_claimed(
-    plan: Plan,
-    claims: OutputClaims,
-    files: list[RunFile],
-    argv: list[str] | None,
-    clock: RunClock | None,
-) -> RunSummary:
-    summary_at = next((f.location for f in files if f.kind == "summary"), None)
-    report_at = next((f.location for f in files if f.kind == "performance_report"), None)
     runner = _Runner(plan, clock=clock or RunClock(), argv=argv, claims=claims)
     if runner.client is not None:
         link = dashboard_link(runner.client)
@@ -597,34 +568,13 @@ def _run_claimed(
             from ddr.io.request_bounds import interrupt_requests
 
             interrupt_requests()  # what is left to do cannot wait on a store for long
-        # the caller (``ddr run``) takes the summary from here, not back from its store
+        # the caller takes the summary from here, not back from its store
         exc.ddr_summary = runner.summary  # type: ignore[attr-defined]
         raise
     finally:
         if summary_at is not None:  # to a local fallback when it cannot go there
             runner.summary.write(summary_at)
     return summary
-
-
-def _run_files(plan: Plan, summary: Any, performance_report: Any) -> list[RunFile]:
-    """The plan's run files, or those :func:`run_plan` was given instead, checked as the
-    planner checks the pipeline's (never inside an input, an output or each other)."""
-    if not summary and not performance_report:
-        return plan.run_files
-    from ddr.io.inputs import opened_inputs
-
-    given = {"summary": summary, "performance_report": performance_report}
-    origins = {k: f"{k if k != 'summary' else 'summary_path'}=" for k in given}
-    files = run_files(plan.pipeline.run, given, origins=origins)
-    inputs = [(name, inp.location) for name, inp in plan.inputs.items()]
-    known = {loc for _, loc in inputs}
-    inputs += [("opened in this process", loc) for loc in opened_inputs() if loc not in known]
-    outputs = [(f"outputs[{o.index}]", o.location) for o in plan.outputs]
-    outputs += [(f"the claim of {w}", claim_location(loc)) for w, loc in list(outputs)]
-    refused = refusals(files, inputs, outputs)
-    if refused:
-        raise ValueError("; ".join(f"{rf.origin}{rf.value!r}: {why}" for rf, why in refused))
-    return files
 
 
 @contextlib.contextmanager
@@ -650,7 +600,3 @@ def _as_current(client: Any) -> Iterator[None]:
         return
     with client.as_current():
         yield
-
-
-def summary_json(summary: RunSummary) -> str:
-    return json.dumps(summary.to_dict(), indent=2, default=str)

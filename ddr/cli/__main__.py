@@ -1,0 +1,5 @@
+"""``python -m ddr.cli``: the ``ddr`` command."""
+
+from ddr.cli import main
+
+main()

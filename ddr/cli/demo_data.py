@@ -1,0 +1,119 @@
+"""``ddr demo-data``: write a synthetic dataset with its truth (:mod:`ddr.demo`,
+:mod:`ddr.demo_counts`)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ddr.cli._app import Command, app, fail
+
+__all__ = ["demo_data"]
+
+
+@app.command(
+    cls=Command, name="demo-data", short_help="Write a synthetic dataset with known truth."
+)
+def demo_data(
+    path: Annotated[
+        str,
+        typer.Argument(
+            metavar="PATH",
+            help="Output Zarr group to create: a path or URL (s3://...).",
+            show_default=False,
+        ),
+    ],
+    kind: Annotated[
+        str,
+        typer.Option(
+            metavar="dense|counts",
+            help="dense: a low-rank signal plus noise with class labels; counts: word counts "
+            "of documents drawn from a topic model, stored sparse (CSR, AnnData's layout).",
+        ),
+    ] = "dense",
+    n_samples: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            help="Rows (documents).  [default: 100000; counts: 20000]",
+            show_default=False,
+        ),
+    ] = None,
+    n_features: Annotated[
+        int | None,
+        typer.Option(
+            metavar="D", help="Columns (words).  [default: 50; counts: 5000]", show_default=False
+        ),
+    ] = None,
+    rank: Annotated[int, typer.Option(metavar="R", help="Rank of the signal.")] = 10,
+    n_classes: Annotated[int, typer.Option(metavar="K", help="Classes (labels y).")] = 5,
+    chunk_rows: Annotated[
+        int | None,
+        typer.Option(
+            metavar="ROWS",
+            help="Rows per Zarr chunk (default: the rows in 8 chunks, each at most 64 MiB).",
+            show_default=False,
+        ),
+    ] = None,
+    dtype: Annotated[str, typer.Option(metavar="float32|float64", help="Dtype of X.")] = (
+        "float32"
+    ),
+    seed: Annotated[
+        int,
+        typer.Option(
+            metavar="S",
+            help="Seed of the population: the mean, the signal subspace, the class means.",
+        ),
+    ] = 0,
+    sample_seed: Annotated[
+        int,
+        typer.Option(
+            metavar="S",
+            help="Seed of the sample drawn from the population. Another value with the same "
+            "--seed (and --n-features, --rank, --n-classes, --offset) draws new rows of the "
+            "same population: a test set for models fitted on the first.",
+        ),
+    ] = 0,
+    missing: Annotated[
+        float, typer.Option(metavar="FRACTION", help="Fraction of entries set to NaN.")
+    ] = 0.0,
+    offset: Annotated[
+        float, typer.Option(metavar="C", help="Constant added to every feature mean.")
+    ] = 0.0,
+    n_topics: Annotated[int, typer.Option(metavar="K", help="counts: topics.")] = 10,
+    doc_length: Annotated[
+        float, typer.Option(metavar="L", help="counts: mean tokens per document.")
+    ] = 100.0,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing output.")] = False,
+) -> None:
+    """Write a synthetic dataset with its truth: dense (low-rank signal + noise, class means)
+    or counts (documents from a topic model, sparse)."""
+    import time
+
+    from ddr.demo import DEMO_KINDS, demo_spec, write_demo
+
+    if kind not in DEMO_KINDS:
+        fail(f"--kind must be 'dense' or 'counts'; got {kind!r}", 2)
+    params = dict(
+        n_samples=n_samples,
+        n_features=n_features,
+        chunk_rows=chunk_rows,
+        dtype=dtype,
+        seed=seed,
+        sample_seed=sample_seed,
+    )
+    if kind == "dense":
+        params.update(rank=rank, n_classes=n_classes, missing=missing, offset=offset)
+    else:
+        params.update(n_topics=n_topics, doc_length=doc_length)
+    try:
+        spec = demo_spec(kind, **params)
+    except ValueError as exc:
+        fail(str(exc), 2)
+    start = time.perf_counter()
+    try:
+        write_demo(path, spec, if_exists="overwrite" if force else "error")
+    except (OSError, ValueError, ImportError) as exc:
+        fail(str(exc), 2)
+    typer.echo(f"wrote {path}: {spec.describe(time.perf_counter() - start)}")
