@@ -33,7 +33,7 @@ from typing import Any
 
 from ddr.io.redaction import redact, redact_options, remember_secret
 from ddr.io.request_bounds import DEFAULTS, environment_bounds
-from ddr.io.storage_errors import endpoint_note, require_filesystem, translate
+from ddr.io.storage_errors import endpoint_note, translate
 
 __all__ = [
     "Location",
@@ -96,6 +96,24 @@ def _scheme_of(text: str) -> tuple[str, str] | None:
 def filesystem_package(protocol: str) -> str | None:
     """The package that provides the filesystem of a (canonical) scheme."""
     return next((pkg for canon, pkg in _SCHEMES.values() if canon == protocol), None)
+
+
+def require_filesystem(loc: Location) -> None:
+    """Raise ImportError naming ``ddr[cloud]`` when the scheme's filesystem is missing."""
+    package = filesystem_package(loc.protocol)
+    if package is None:
+        return
+    import importlib.util
+
+    try:
+        missing = importlib.util.find_spec(package) is None
+    except (ImportError, ValueError):
+        missing = True
+    if missing:
+        raise ImportError(
+            f"{loc.url}: {loc.protocol}:// URLs need the package {package}, which is not "
+            "installed; install it with pip install 'ddr[cloud]'"
+        )
 
 
 def _known() -> str:

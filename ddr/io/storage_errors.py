@@ -3,46 +3,40 @@
 Used by :meth:`ddr.io.locations.Location.errors`: missing credentials and refused ones
 (``PermissionError``), a missing bucket (``FileNotFoundError``), an endpoint that does not
 answer within ddr's bounds (``TimeoutError``, saying how long it was waited for:
-:mod:`ddr.io.request_bounds`) or refuses connections (``ConnectionError``), a scheme whose
-filesystem is not installed (``ImportError`` naming ``ddr[cloud]``). Every message is redacted.
+:mod:`ddr.io.request_bounds`) or refuses connections (``ConnectionError``). Every message is
+redacted. (A scheme whose filesystem is not installed is refused by the location itself.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from ddr.io.redaction import redact
 from ddr.io.request_bounds import StoreNotAnswering
 
-if TYPE_CHECKING:
-    from ddr.io.locations import Location
-
-__all__ = ["endpoint_note", "require_filesystem", "translate"]
+__all__ = ["Where", "endpoint_note", "translate"]
 
 
-def require_filesystem(loc: Location) -> None:
-    """Raise ImportError naming ``ddr[cloud]`` when the scheme's filesystem is missing."""
-    from ddr.io.locations import filesystem_package
+class Where(Protocol):
+    """What the messages say of the location an error happened at
+    (:class:`ddr.io.locations.Location` is one; this module imports none)."""
 
-    package = filesystem_package(loc.protocol)
-    if package is None:
-        return
-    import importlib.util
+    @property
+    def url(self) -> str: ...
 
-    try:
-        missing = importlib.util.find_spec(package) is None
-    except (ImportError, ValueError):
-        missing = True
-    if missing:
-        raise ImportError(
-            f"{loc.url}: {loc.protocol}:// URLs need the package {package}, which is not "
-            "installed; install it with pip install 'ddr[cloud]'"
-        )
+    @property
+    def protocol(self) -> str: ...
+
+    @property
+    def storage_options(self) -> Mapping[str, Any]: ...
+
+    def missing_bucket(self) -> str: ...
 
 
-def endpoint_note(loc: Location) -> str:
+def endpoint_note(loc: Where) -> str:
     opts = loc.storage_options
     ep = opts.get("endpoint_url") or (opts.get("client_kwargs") or {}).get("endpoint_url")
     if loc.protocol == "s3":
@@ -77,7 +71,7 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return out
 
 
-def translate(loc: Location, action: str, exc: Exception) -> Exception | None:
+def translate(loc: Where, action: str, exc: Exception) -> Exception | None:
     names = {type(e).__name__ for e in _chain(exc)}
     detail = redact(str(exc))
     if isinstance(exc, ImportError):
