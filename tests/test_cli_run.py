@@ -141,6 +141,24 @@ def test_stderr_to_a_file_has_one_plain_line_per_pass(here):
     assert again["wall_seconds"] - sum(again["timings"].values()) < 0.5
 
 
+@pytest.mark.parametrize("log", ["a folder", "a full disk"])
+def test_the_log_is_named_only_when_it_was_written(here, log):
+    """A log file that cannot be opened, or whose writes fail, is said once on stderr and
+    not named beside the summary as if it held the run's log."""
+    (here / "out").mkdir()
+    if log == "a folder":
+        (here / "out" / "run-summary.log").mkdir()
+    elif Path("/dev/full").exists():
+        (here / "out" / "run-summary.log").symlink_to("/dev/full")
+    else:
+        pytest.skip("no /dev/full")
+    result = runner.invoke(app, ["run", "wide.yaml", "--cluster", "threads", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.count("could not write the log file") == 1, result.stderr
+    assert "summary: out/run-summary.json\n" in result.stdout, result.stdout
+    assert "log:" not in result.stdout
+
+
 def test_quiet_keeps_stderr_empty(here):
     result = runner.invoke(app, ["run", "wide.yaml", "--cluster", "threads", "-q"])
     assert result.exit_code == 0

@@ -402,3 +402,64 @@ def test_output_chunks_equal_to_the_fill_value_are_written(here, tmp_path):
         again = run(tmp_path / "sorted.yaml")
     assert [o.action for o in again.outputs] == ["skipped"]
     assert counter.read(tmp_path / "sorted.zarr", "X") == 0
+
+
+# ------------------------------------------------------- ddr.pipeline.run, from Python
+def test_pipeline_run_is_what_ddr_run_does(here):
+    """A pipeline file, overrides and a cluster by name: the run starts the cluster, and its
+    outcome carries the summary and where it was written (the whole wall time in parts)."""
+    import ddr.pipeline
+
+    assert ddr.run_pipeline is ddr.pipeline.run
+    text = NB_PIPELINE.replace("skip-if-complete}", "skip-if-complete, summary: out/s.json}")
+    (here / "nb.yaml").write_text(text)
+    outcome = ddr.pipeline.run("nb.yaml", ["run.if_exists=error"], cluster="threads")
+    assert outcome.status == "ok" and outcome.ok and outcome.error is None
+    assert outcome.summary_file.path == str(here / "out" / "s.json")
+    summary = outcome.check()
+    assert summary is outcome.summary and summary.scheduler == "threads"
+    assert list(summary.timings)[:2] == ["start-up", "cluster start"]
+    assert list(summary.timings)[-1] == "cluster shutdown"
+    assert json.loads((here / "out" / "s.json").read_text())["status"] == "ok"
+    assert output_status(here / "out" / "proba.zarr") == "complete"
+    # planning options go to plan_pipeline when the plan is made already
+    with pytest.raises(ValueError, match="options of planning"):
+        ddr.pipeline.run(plan_pipeline("nb.yaml"), force=True)
+
+
+def test_pipeline_run_returns_a_failure_and_check_raises_it(here, tmp_path):
+    import ddr.pipeline
+
+    text = NB_PIPELINE.replace("skip-if-complete}", "skip-if-complete, summary: out/s.json}")
+    (here / "fails.yaml").write_text(
+        text.replace("inputs: {X: X, y: y}}", "inputs: {X: X, y: y}, with: {priors: [1.0]}}")
+    )
+    with dask.config.set(scheduler="threads"):  # no cluster named: the active scheduler
+        outcome = ddr.pipeline.run("fails.yaml")
+    assert outcome.status == "failed" and "step nb (GaussianNB.fit): ValueError" in outcome.error
+    assert outcome.summary.status == "failed" and outcome.summary_file is not None
+    assert "cluster start" not in outcome.summary.timings
+    with pytest.raises(RunError, match=r"step nb \(GaussianNB.fit\)") as err:
+        outcome.check()
+    assert err.value.ddr_summary is outcome.summary
+    assert not list(here.glob("out/*.ddr-claim"))  # released
+
+
+def test_pipeline_run_refused_while_another_run_holds_an_output(here):
+    """Refused before any cluster starts and before anything is read or written; the
+    claims of the run that holds the outputs are untouched."""
+    import ddr.pipeline
+    from ddr.io.claims import ClaimError
+    from ddr.pipeline.ownership import claim_outputs
+
+    (here / "nb.yaml").write_text(NB_PIPELINE)
+    plan = plan_pipeline("nb.yaml")
+    with claim_outputs(plan, wait=False, argv=["another", "run"]), ReadCounter() as counter:
+        outcome = ddr.pipeline.run(plan, cluster="local", wait=False)
+        assert outcome.status == "refused" and outcome.summary is None
+        assert "is being written by another run" in outcome.error
+        assert len(list(here.glob("out/*.ddr-claim"))) == 2  # the other run's, kept
+        with pytest.raises(ClaimError):
+            outcome.check()
+    assert counter.read(here / "demo.zarr", "X") == 0
+    assert output_status(here / "out" / "proba.zarr") == "missing"
