@@ -36,6 +36,9 @@ workers inherit (and distributed's nannies set them too); the shipped SLURM, PBS
 Kubernetes configs export them in the job script / pod environment.
 """
 
+# the shipped backends register themselves (ddr.cluster.kinds), in the order messages list
+# them, before the config schema is built from the registry
+from ddr.cluster import local, address, slurm, pbs, kubernetes, inline  # noqa: I001, F401
 from ddr.cluster.backend import BLAS_THREAD_VARS, ClusterError, ClusterHandle, JobState
 from ddr.cluster.config import (
     BUILTIN,

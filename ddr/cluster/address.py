@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ddr.cluster.backend import Backend, ClusterError, ClusterHandle, make_client
+from ddr.cluster.kinds import register_backend
 from ddr.cluster.worker_env import worker_environment
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ log = logging.getLogger("ddr.cluster")
 _DEFAULT_TIMEOUT = "30s"
 
 
+@register_backend
 class Address(Backend):
     """``distributed.Client(address=...)`` or ``Client(scheduler_file=...)``."""
 

@@ -5,7 +5,7 @@ signatures), how to check the block beyond those names, what to do before starti
 on ``PATH``, whether any node can run the job), how to start a client, what it would start
 (``--dry-run``), and, for batch systems, why workers have not joined yet. The rest of
 ``ddr.cluster`` (loading, waiting, reporting) is written once against this interface; adding a
-backend is adding one class to :data:`BACKENDS`.
+backend is adding one class, registered with :func:`ddr.cluster.kinds.register_backend`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from ddr.cluster.config import ClusterConfig
+    from ddr.cluster.settings import ClusterSettings
     from ddr.config.document import Document
 
 __all__ = [
@@ -139,7 +139,7 @@ class Backend:
     scalable: ClassVar[bool] = False
     waits: ClassVar[bool] = False
 
-    def __init__(self, config: ClusterConfig) -> None:
+    def __init__(self, config: ClusterSettings) -> None:
         self.config = config
         self.kwargs: dict[str, Any] = dict(getattr(config, self.kind, None) or {})
 

@@ -13,74 +13,23 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import Field, create_model
 
 from ddr.cluster.kinds import BACKENDS, backend_class
+from ddr.cluster.settings import ClusterSettings
 from ddr.cluster.worker_env import worker_environment
 from ddr.config.document import Document, load_document
 from ddr.config.errors import Location, PipelineError, Problem
-from ddr.config.validation import Duration, Int, PositiveInt, seconds, validate
+from ddr.config.validation import validate
 
 __all__ = ["BUILTIN", "ClusterConfig", "json_schema", "load_cluster_config", "validate_cluster"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Scale(_Strict):
-    """``cluster.scale(...)``: a number of workers or of batch jobs."""
-
-    n: PositiveInt | None = Field(None, description="Workers.")
-    jobs: PositiveInt | None = Field(None, description="Batch jobs (SLURM/PBS).")
-
-
-class Adapt(_Strict):
-    """``cluster.adapt(...)``: adaptive scaling between bounds."""
-
-    minimum: Int | None = None
-    maximum: Int | None = None
-    minimum_jobs: Int | None = None
-    maximum_jobs: Int | None = None
-
-
-class _ClusterBase(_Strict):
-    ddr_cluster: Literal[1] = Field(alias="ddr-cluster", description="Schema version (1).")
-    kind: Literal[tuple(BACKENDS)]  # type: ignore[valid-type]
-    description: str = ""
-    params: dict[str, Any] = Field(default_factory=dict)
-    scale: Scale | None = None
-    adapt: Adapt | None = None
-    wait_for_workers: Int = Field(
-        0,
-        ge=0,
-        description="Wait until this many workers joined before running (batch, Kubernetes "
-        "and existing schedulers: at least 1).",
-    )
-    wait_timeout: Duration = Field(
-        "10m",
-        description="Give up (exit 1, nothing written) when the workers have not joined by "
-        "then: seconds or a dask time such as 30s, 10m, 2h.",
-    )
-    dask: dict[str, Any] = Field(
-        default_factory=dict,
-        description="dask.config keys (dotted) set in the client and exported to every worker.",
-    )
-
-    @property
-    def backend_kwargs(self) -> dict[str, Any]:
-        """The keyword block of this config's kind (empty for threads/sync)."""
-        return dict(getattr(self, self.kind, None) or {})
-
-    @property
-    def wait_seconds(self) -> float:
-        return seconds(self.wait_timeout)
-
-
-ClusterConfig = create_model(  # one optional keyword block per backend that takes one
+ClusterConfig = create_model(  # the registered kinds, and a keyword block for each that takes one
     "ClusterConfig",
-    __base__=_ClusterBase,
+    __base__=ClusterSettings,
     __doc__="A ddr cluster config file.",
+    kind=(Literal[tuple(BACKENDS)], ...),
     **{
         kind: (dict[str, Any] | None, Field(None, description=f"{b.target} keyword arguments."))
         for kind, b in BACKENDS.items()

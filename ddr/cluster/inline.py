@@ -6,10 +6,12 @@ import contextlib
 from collections.abc import Iterator
 
 from ddr.cluster.backend import Backend, ClusterHandle
+from ddr.cluster.kinds import register_backend
 
 __all__ = ["Sync", "Threads"]
 
 
+@register_backend
 class Threads(Backend):
     """dask's threaded scheduler (``dask.config.set(scheduler="threads")``)."""
 
@@ -28,6 +30,7 @@ class Threads(Backend):
         return self.target
 
 
+@register_backend
 class Sync(Threads):
     """dask's single-threaded scheduler, for debugging."""
 

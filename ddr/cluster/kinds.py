@@ -1,21 +1,37 @@
-"""The cluster backends by ``kind``: adding a backend is adding its class here."""
+"""The cluster backends by ``kind``: the registry a backend class registers itself in.
+
+A backend module decorates its class with :func:`register_backend`; this module imports no
+backend (``ddr.cluster``'s ``__init__`` imports the shipped ones, in the order messages list
+them), so the backends, the config schema built from the registry and the code that starts a
+backend import it without an import loop.
+"""
 
 from __future__ import annotations
 
-from ddr.cluster.address import Address
+from typing import TypeVar
+
 from ddr.cluster.backend import Backend
-from ddr.cluster.inline import Sync, Threads
-from ddr.cluster.kubernetes import Kubernetes
-from ddr.cluster.local import Local
-from ddr.cluster.pbs import PBS
-from ddr.cluster.slurm import SLURM
 
-__all__ = ["BACKENDS", "backend_class"]
+__all__ = ["BACKENDS", "backend_class", "register_backend"]
 
-#: every kind of cluster config, in the order messages list them
-BACKENDS: dict[str, type[Backend]] = {
-    b.kind: b for b in (Local, Address, SLURM, PBS, Kubernetes, Threads, Sync)
-}
+B = TypeVar("B", bound=type[Backend])
+
+#: every kind of cluster config, in the order messages list them (the order registered)
+BACKENDS: dict[str, type[Backend]] = {}
+
+
+def register_backend(cls: B) -> B:
+    """Register a :class:`~ddr.cluster.backend.Backend` subclass under its ``kind`` (also as
+    a class decorator)."""
+    if not (isinstance(cls, type) and issubclass(cls, Backend)):
+        raise TypeError(f"a cluster backend must subclass ddr.cluster.backend.Backend; got {cls!r}")
+    kind = getattr(cls, "kind", None)
+    if not isinstance(kind, str) or not kind:
+        raise TypeError(f"cluster backend {cls.__name__} sets no kind (a str)")
+    if BACKENDS.get(kind, cls) is not cls:
+        raise ValueError(f"a cluster backend of kind {kind!r} is registered already")
+    BACKENDS[kind] = cls
+    return cls
 
 
 def backend_class(kind: str) -> type[Backend]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from ddr.cluster.backend import ClusterError, call_text, params_of
 from ddr.cluster.deployed import Deployed
+from ddr.cluster.kinds import register_backend
 from ddr.cluster.worker_env import worker_environment
 
 __all__ = ["Kubernetes"]
@@ -25,6 +26,7 @@ _KEYWORDS = {
 }  # fmt: skip
 
 
+@register_backend
 class Kubernetes(Deployed):
     """``dask_kubernetes.operator.KubeCluster(**block)``."""
 

@@ -10,6 +10,7 @@ import logging
 from typing import Any
 
 from ddr.cluster.deployed import Deployed
+from ddr.cluster.kinds import register_backend
 
 __all__ = ["Local"]
 
@@ -18,6 +19,7 @@ _SILENT = logging.Logger("ddr.cluster.local.sizing")
 _SILENT.addHandler(logging.NullHandler())
 
 
+@register_backend
 class Local(Deployed):
     """``distributed.LocalCluster(**block)``."""
 

@@ -11,6 +11,7 @@ from typing import ClassVar
 
 from ddr.cluster.backend import JobState
 from ddr.cluster.jobqueue import JobQueue, batch_command
+from ddr.cluster.kinds import register_backend
 
 __all__ = ["PBS", "parse_qstat"]
 
@@ -56,6 +57,7 @@ def parse_qstat(text: str) -> list[JobState]:
     return jobs
 
 
+@register_backend
 class PBS(JobQueue):
     """``dask_jobqueue.PBSCluster(**block)``."""
 

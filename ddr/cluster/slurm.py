@@ -15,6 +15,7 @@ from typing import ClassVar
 
 from ddr.cluster.backend import ClusterError, JobState
 from ddr.cluster.jobqueue import JobQueue, batch_command
+from ddr.cluster.kinds import register_backend
 
 __all__ = ["SLURM"]
 
@@ -49,6 +50,7 @@ def _mib(value: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2) or "M"]
 
 
+@register_backend
 class SLURM(JobQueue):
     """``dask_jobqueue.SLURMCluster(**block)``."""
 
