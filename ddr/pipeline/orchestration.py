@@ -129,14 +129,14 @@ def run(
     write the summary, release the claims.
 
     What happens while the run runs is returned, not raised (Ctrl-C included, as
-    ``ddr run`` exits 130 for it), and reported once through :mod:`logging`; call
-    :meth:`RunOutcome.check` to raise it instead. Problems with what :func:`run` is given
+    ``ddr run`` exits 130 for it), and reported once through ``logging``; call
+    :meth:`ddr.pipeline.RunOutcome.check` to raise it instead. Problems with what it is given
     are raised before anything is claimed or read.
 
     Parameters
     ----------
     pipeline : str, path, Document or Plan
-        The pipeline file (YAML), or a plan from :func:`ddr.pipeline.plan_pipeline` (then
+        The pipeline file (YAML), or a plan from ``ddr.pipeline.plan_pipeline`` (then
         ``sets``, ``force`` and ``resume`` were given to it and are not given here).
     sets : sequence of str
         ``key=value`` overrides, as ``ddr run --set`` takes them (``"k=5"``,
@@ -154,7 +154,7 @@ def run(
         (never inside an input or an output: ValueError).
     cluster : str, path or ClusterConfig, optional
         Where the work runs: a cluster config file, a built-in name (``"local"``,
-        ``"threads"``, ``"sync"``) or a :class:`ddr.cluster.ClusterConfig`; the cluster is
+        ``"threads"``, ``"sync"``) or a ``ddr.cluster.ClusterConfig``; the cluster is
         started for the run and stopped after it. Default: the active dask scheduler (a
         distributed ``Client`` made current, or dask's local schedulers).
     cluster_sets : sequence of str
@@ -168,7 +168,7 @@ def run(
         ``sys.argv``).
     clock : RunClock, optional
         Collects the wall time and its parts; ``ddr run`` passes one started with its
-        process (:meth:`RunClock.since_process_start`). Default: one started now.
+        process (``RunClock.since_process_start()``). Default: one started now.
 
     Returns
     -------
@@ -184,10 +184,6 @@ def run(
     ValueError
         A run file refused (inside an input or an output), or planning options given with
         a plan.
-
-    See Also
-    --------
-    run_plan : The same run of a plan under the active scheduler, raising on failure.
     """
     clock = clock or RunClock()
     if isinstance(pipeline, Plan):
@@ -212,7 +208,7 @@ def run(
     return _claimed_run(plan, files, config, wait=wait, argv=argv, clock=clock)
 
 
-#: the same function as :func:`run`, under the name ``ddr.run_pipeline`` exports
+# the same function, under the name ddr.run_pipeline exports (ddr._EXPORTS)
 run_pipeline = run
 
 
