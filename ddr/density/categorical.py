@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ddr.base import DDRMixin, FitPlan, fit_context, map_rows
 from ddr.families import LogLikelihoodScore
-from ddr.naive_bayes.categorical import CONTINUOUS, as_category_codes, smoothed_log_probs
+from ddr.generative.categories import CONTINUOUS, as_category_codes, smoothed_log_probs
 from ddr.stats import CategoricalCounts, lazy
 from ddr.stats._input import is_dask
 from ddr.tags import DDRTags, always, fixed_passes, moments_pass

@@ -16,8 +16,8 @@ from ddr.discriminant_analysis._ledoit_wolf import (
     ledoit_wolf_covariance,
     shrunk_covariance,
 )
+from ddr.generative.classifier import BaseGenerativeClassifier
 from ddr.linalg.signs import component_signs
-from ddr.naive_bayes._base import BaseGenerativeClassifier
 from ddr.stats import ClassMoments
 from ddr.stats.base import Statistic, StatSpec
 from ddr.tags import DDRTags

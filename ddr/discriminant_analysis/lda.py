@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ddr.base import FEATURE, map_rows
 from ddr.discriminant_analysis._base import SHARED_CONSTRAINTS, DiscriminantBase, flip_columns
-from ddr.naive_bayes._base import check_priors, class_log_prior
+from ddr.generative.classifier import check_priors, class_log_prior
 from ddr.tags import DDRTags, n_components_limit, n_components_width
 
 __all__ = ["LinearDiscriminantAnalysis", "lda_scores", "lda_transform"]

@@ -11,7 +11,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ddr.base import FEATURE
 from ddr.discriminant_analysis._base import SHARED_CONSTRAINTS, DiscriminantBase, flip_columns
-from ddr.naive_bayes._base import check_priors, class_log_prior
+from ddr.generative.classifier import check_priors, class_log_prior
 from ddr.tags import DDRTags
 
 __all__ = ["QuadraticDiscriminantAnalysis", "qda_jll"]

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
-from ddr.naive_bayes._base import (
+from ddr.generative.classifier import (
     FEATURE,
     BaseGenerativeClassifier,
     check_alpha,

@@ -20,7 +20,7 @@ from ddr.base import FEATURE
 from ddr.density._bandwidth import SCALINGS, resolve_scaling, rule_factor
 from ddr.density._binned import RELIABLE, grid_sums
 from ddr.density._kernels import BINNED_KERNELS, KERNELS, log_kernel_norm, log_kernel_sums
-from ddr.naive_bayes._base import BaseGenerativeClassifier, class_log_prior, empirical_or_given
+from ddr.generative.classifier import BaseGenerativeClassifier, class_log_prior, empirical_or_given
 from ddr.naive_bayes._samples import ClassSamples
 from ddr.stats import ClassMoments, Histogram
 from ddr.stats.base import Statistic, StatSpec

@@ -10,7 +10,7 @@ import numpy as np
 import scipy.sparse
 from sklearn.utils._param_validation import Interval
 
-from ddr.naive_bayes._base import (
+from ddr.generative.classifier import (
     FEATURE,
     BaseGenerativeClassifier,
     check_alpha,
