@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from ddr import _persistence
+
 __version__ = "0.1.0"
 
 # public name -> module that defines it
@@ -45,6 +47,15 @@ _EXPORTS: dict[str, str] = {
     "CCA": "ddr.cross_decomposition.cca",
     "PLSSVD": "ddr.cross_decomposition.pls",
 }
+
+
+def _save_model(estimator: Any, path: Any, **kwargs: Any) -> None:
+    """What ``est.save(path)`` calls: :func:`ddr.io.models.save_model`, imported on first use
+    (the estimators sit below ddr.io and do not import it; see :mod:`ddr._persistence`)."""
+    importlib.import_module("ddr.io.models").save_model(estimator, path, **kwargs)
+
+
+_persistence.register_saver(_save_model)
 
 
 def __getattr__(name: str) -> Any:
