@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ddr import _persistence
+from ddr import _hooks
 
 __version__ = "0.1.0"
 
@@ -49,13 +49,19 @@ _EXPORTS: dict[str, str] = {
 }
 
 
+# ddr.io's services to the layers below it (ddr._hooks), imported on first use
 def _save_model(estimator: Any, path: Any, **kwargs: Any) -> None:
-    """What ``est.save(path)`` calls: :func:`ddr.io.models.save_model`, imported on first use
-    (the estimators sit below ddr.io and do not import it; see :mod:`ddr._persistence`)."""
+    """What ``est.save(path)`` calls: :func:`ddr.io.models.save_model`."""
     importlib.import_module("ddr.io.models").save_model(estimator, path, **kwargs)
 
 
-_persistence.register_saver(_save_model)
+def _with_ddr_reader(x: Any) -> Any:
+    """What dask input passes through: :func:`ddr.io.zarr_graphs.with_ddr_reader`."""
+    return importlib.import_module("ddr.io.zarr_graphs").with_ddr_reader(x)
+
+
+_hooks.register_saver(_save_model)
+_hooks.register_dask_reader(_with_ddr_reader)
 
 
 def __getattr__(name: str) -> Any:

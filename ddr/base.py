@@ -22,7 +22,7 @@ from sklearn.base import _fit_context
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ddr._persistence import saver
+from ddr._hooks import saver
 from ddr.stats._checks import block_start, check_rows, rows_at, sum_is_finite
 from ddr.stats._input import Rows, align_to_rows, as_rows, is_sparse
 from ddr.stats.engine import aligned
@@ -337,7 +337,7 @@ class DDRMixin:
             Options of the URL's filesystem, as for :func:`ddr.io.open_input`.
         """
         # ddr.io writes models and sits above the estimators: its writer is registered in
-        # ddr._persistence (by the package root), never imported from here
+        # ddr._hooks (by the package root), never imported from here
         saver()(self, path, if_exists=if_exists, storage_options=storage_options)
 
 

@@ -10,6 +10,8 @@ from typing import Any, Literal
 import dask.array as da
 import numpy as np
 
+from ddr._hooks import dask_reader
+
 __all__ = [
     "Rows",
     "align_by_coordinate",
@@ -134,11 +136,9 @@ def as_rows(
         if len(X.chunks[1]) > 1 and not allow_column_chunks:
             raise ValueError(row_chunk_message(X.chunks, name))
         _check_numeric(X.dtype, name)
-        # ddr.io's chunk reader is a leaf (zarr, dask, numpy): imported here, not at the top,
-        # so that stats keeps no import-time tie to the I/O layer above it
-        from ddr.io.zarr_graphs import with_ddr_reader
-
-        return Rows(with_ddr_reader(X), "dask")
+        # an array that only reads a Zarr array is re-read by ddr.io's chunk reader, which
+        # the package root registers (ddr._hooks): stats does not import the I/O layer
+        return Rows(dask_reader()(X), "dask")
     if is_sparse(X):
         if len(X.shape) != 2:
             raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {X.shape}")
