@@ -152,6 +152,14 @@ def test_inspect_exit_codes(here):
     assert empty.exit_code == 2 and "empty.zarr: missing" in empty.output
 
 
+def test_every_way_a_run_ends_has_an_exit_code():
+    from ddr.cli.run import EXIT_CODES
+    from ddr.pipeline.orchestration import STATUSES
+
+    assert sorted(EXIT_CODES) == sorted(STATUSES)
+    assert EXIT_CODES["ok"] == 0 and EXIT_CODES["interrupted"] == 130
+
+
 def test_run_failure_exits_1(here):
     (here / "fail.yaml").write_text(
         ONE_STEP.replace("inputs: {X: X, y: y}}", "inputs: {X: X, y: y}, with: {priors: [1.0]}}")

@@ -1,9 +1,9 @@
 """The claims a run takes on the outputs it writes (:mod:`ddr.io.claims`), from its plan.
 
 :func:`claim_outputs` claims every output the plan writes or rewrites (not those it skips),
-with the pipeline's ``run.wait`` and ``run.claim_timeout``. ``ddr run`` takes the claims
-before it starts a cluster, so a run refused because another run holds an output stops at
-once; :func:`ddr.pipeline.run_plan` takes them itself when it is not given them. A run that
+with the pipeline's ``run.wait`` and ``run.claim_timeout``. A run (:func:`ddr.pipeline.run`,
+which ``ddr run`` and :func:`ddr.pipeline.run_plan` use) takes the claims before it starts a
+cluster, so a run refused because another run holds an output stops at once; a run that
 waited for another is planned again (what that run wrote may now be complete) before it runs.
 """
 
