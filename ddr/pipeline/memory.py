@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from ddr.config.errors import RunError
-from ddr.pipeline.planner import Plan, StepPlan
-from ddr.pipeline.schema import split_ref
+from ddr.pipeline.plan import Plan, StepPlan
+from ddr.pipeline.spec_types import split_ref
 from ddr.tags import get_ddr_tags
 
 __all__ = ["TaskMemory", "check_worker_memory", "pass_memory", "task_memory"]
