@@ -172,6 +172,47 @@ def test_ppca_sums_against_brute_force_and_merge(rng, patterns):
     np.testing.assert_array_equal(back.zz_feature, s.zz_feature)
 
 
+@pytest.mark.parametrize("q", [1, 3, 10])
+def test_batched_posteriors_equal_numpy_row_by_row(rng, q):
+    """The E-step's posteriors of rows with missing entries (one q x q system per row, solved
+    for all rows at once in packed storage) equal numpy's per row: M_n^{-1}, log|M_n|, the
+    posterior means and b^T M^{-1} b, for random patterns, shared patterns and empty rows; and
+    the sums' log-likelihood equals scipy's density of each row's observed entries."""
+    from ddr.stats.ppca_sums import missing_posterior, unpack
+
+    d, n = 12, 700
+    W = rng.standard_normal((d, q))
+    s2 = 0.6
+    Y = rng.standard_normal((n, d)) * 2
+    obs = (rng.random((n, d)) > 0.3).astype(float)
+    obs[:5] = 0.0  # empty rows: the prior
+    obs[5:400] = obs[5:8][rng.integers(0, 3, 395)]  # a few shared patterns: factored once
+    for rows in (slice(0, n), slice(400, n), slice(5, 400)):  # mixed, random, shared
+        o, y = obs[rows], np.where(obs[rows] > 0, Y[rows], 0.0)
+        post, Ez, bmb = missing_posterior(y, o, W, s2)
+        inv = unpack(post.inverse().T, q)
+        for i in range(0, o.shape[0], 37):
+            M = s2 * np.eye(q) + (W * o[i][:, None]).T @ W
+            b = W.T @ y[i]
+            np.testing.assert_allclose(inv[i], np.linalg.inv(M), rtol=1e-10, atol=1e-13)
+            assert post.logdet[i] == pytest.approx(np.linalg.slogdet(M)[1], rel=1e-12, abs=1e-12)
+            np.testing.assert_allclose(Ez[:, i], np.linalg.solve(M, b), rtol=1e-10, atol=1e-13)
+            assert bmb[i] == pytest.approx(b @ np.linalg.solve(M, b), rel=1e-10, abs=1e-13)
+    X = np.where(obs > 0, Y, np.nan)
+    mu = rng.standard_normal(d)
+    psi = rng.uniform(0.3, 2.0, d)
+    for noise in (s2, psi):
+        p = PPCAParams(W, mu, noise)
+        ll = sum(
+            multivariate_normal(
+                mu[m], (W @ W.T + np.diag(np.broadcast_to(noise, d)))[np.ix_(m, m)]
+            ).logpdf(x[m])
+            for x in X + mu
+            if (m := ~np.isnan(x)).any()
+        )
+        assert PPCASums.from_block(X + mu, params=p).loglik == pytest.approx(ll, rel=1e-11)
+
+
 def test_spd_inverse(rng):
     for q in (3, 16):
         A = rng.standard_normal((50, q, q))

@@ -48,8 +48,11 @@ class _Posterior(NamedTuple):
     nan: np.ndarray  # (n, d) the missing entries
 
 
-def _posterior_rows(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any) -> _Posterior:
-    """Posteriors of some rows, each from its observed entries (NaN marks the others)."""
+def _posterior_rows(
+    X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any, *, with_minv: bool = False
+) -> _Posterior:
+    """Posteriors of some rows, each from its observed entries (NaN marks the others); the
+    posterior covariances of rows with missing entries only ``with_minv``."""
     params = PPCAParams(W, mu, s2)
     unit, inv_sd = params.whitened()
     Y = np.subtract(X, mu, dtype=np.float64)
@@ -68,9 +71,9 @@ def _posterior_rows(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any) -> _P
     if partial.any():
         obs = (~nan[partial]).astype(np.float64)
         Ez[partial], minv_p, ll[partial] = row_posterior(
-            np.where(nan[partial], 0.0, Y[partial]), obs, unit
+            np.where(nan[partial], 0.0, Y[partial]), obs, unit, with_minv=with_minv
         )
-        minv_rows = (partial, minv_p)
+        minv_rows = None if minv_p is None else (partial, minv_p)
     if inv_sd is not None:  # back from the scaled rows: their log-densities differ by log|D|
         ll -= 0.5 * ((~nan) @ np.log(params.s2))
     return _Posterior(Ez, minv, minv_rows, unit.s2, ll, nan)
@@ -97,7 +100,7 @@ def _transform_rows(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any) -> np
 
 
 def _cov_rows(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any) -> np.ndarray:
-    post = _posterior_rows(X, W, mu, s2)
+    post = _posterior_rows(X, W, mu, s2, with_minv=True)
     cov = np.broadcast_to(post.scale * post.minv, (X.shape[0], *post.minv.shape)).copy()
     if post.minv_rows is not None:
         cov[post.minv_rows[0]] = post.scale * post.minv_rows[1]
