@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 from ddr.cli import app
 from ddr.pipeline import plan_pipeline, run_plan
+from ddr.pipeline.outputs import output_kind
 
 NAMES = example_names()
 
@@ -61,7 +62,7 @@ def test_every_pipeline_validates(data, monkeypatch):
 
 def _outputs_complete(plan) -> None:
     for out in plan.outputs:
-        assert out.output_kind.status(out.location)[0] == "complete", out.path
+        assert output_kind(out.kind).status(out.location)[0] == "complete", out.path
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ import numpy as np
 
 from ddr.io.locations import Location, LocationError, resolve
 from ddr.pipeline.plan import InputPlan, ValueMeta, _sha
-from ddr.pipeline.schema import InputSpec
+from ddr.pipeline.spec_types import InputSpec
 
 __all__ = ["metadata_fingerprint", "open_pipeline_input"]
 

@@ -59,7 +59,7 @@ class OutputChecks:
         except LocationError as exc:
             self.problem(("outputs", i, "path"), str(exc))
             return
-        out = OutputPlan(i, spec, location, if_exists, refs, kind)
+        out = OutputPlan(i, spec, location, if_exists, refs)
         metas: dict[str, ValueMeta] = {}
         ok = True
         for key, ref in refs.items():
@@ -200,7 +200,7 @@ class OutputChecks:
             where = ("outputs", out.index, "path")
             try:
                 out.location.check_writable()
-                status, stored = out.output_kind.status(out.location)
+                status, stored = output_kind(out.kind).status(out.location)
             except (OSError, ImportError, LocationError) as exc:
                 self.problem(where, f"output {out.spec.path!r}: {exc}")
                 continue
@@ -209,7 +209,7 @@ class OutputChecks:
                 out.action, out.reason = "write", "missing"
                 continue
             if status == "not-ddr":
-                if out.if_exists == "overwrite" and out.output_kind.replaces_foreign:
+                if out.if_exists == "overwrite" and output_kind(out.kind).replaces_foreign:
                     out.action, out.reason = "overwrite", "not written by ddr"
                     continue
                 self.problem(
@@ -232,7 +232,8 @@ class OutputChecks:
             elif status == "complete" and stored == out.fingerprint:
                 out.action, out.reason = "skip", "complete, same fingerprint"
             elif status == "complete":
-                other = out.output_kind.written_elsewhere(out.location, self.doc.data.get("name"))
+                kind = output_kind(out.kind)
+                other = kind.written_elsewhere(out.location, self.doc.data.get("name"))
                 if other is not None:
                     self.problem(
                         where,
@@ -248,7 +249,8 @@ class OutputChecks:
     def _outdated(self, out: OutputPlan) -> str:
         """Why a complete output with another fingerprint is rewritten: what changed."""
         planned = lineage(self.steps, self.inputs, list(out.refs.values()))
-        changes = describe_changes(out.output_kind.read_provenance(out.location), planned)
+        stored = output_kind(out.kind).read_provenance(out.location)
+        changes = describe_changes(stored, planned)
         if not changes:
             return "complete but outdated (fingerprint differs)"
         return "complete but outdated: " + "; ".join(changes)

@@ -11,17 +11,13 @@ import difflib
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ddr.config.document import Document
 from ddr.io.locations import Location
 from ddr.pipeline.registry import Op
 from ddr.pipeline.run_files import RunFile
-from ddr.pipeline.spec_types import split_ref
-
-if TYPE_CHECKING:  # the schema lists the output kinds, which use these types
-    from ddr.pipeline.outputs.base import OutputKind
-    from ddr.pipeline.schema import InputSpec, Pipeline, StepSpec
+from ddr.pipeline.spec_types import InputSpec, PipelineSpec, StepSpec, split_ref
 
 __all__ = ["InputPlan", "OutputPlan", "Phase", "Plan", "StepPlan", "ValueMeta"]
 
@@ -79,7 +75,6 @@ class OutputPlan:
     location: Location
     if_exists: str
     refs: dict[str, str]  # variable/key -> reference
-    output_kind: OutputKind  # what checks, writes and reads back outputs of this kind
     fingerprint: str = ""
     status: str = "missing"
     action: str = "write"  # "write", "overwrite", "skip"
@@ -88,8 +83,9 @@ class OutputPlan:
 
     @property
     def kind(self) -> str:
-        """The name of its kind (``zarr``, ``plot``, ...)."""
-        return self.spec.kind
+        """The name of its kind (``zarr``, ``plot``, ...): ``output_kind(out.kind)``
+        (:func:`ddr.pipeline.outputs.output_kind`) checks, writes and reads back the output."""
+        return str(self.spec.kind)
 
     @property
     def path(self) -> str:
@@ -111,7 +107,7 @@ class Plan:
 
     file: str
     doc: Document
-    pipeline: Pipeline
+    pipeline: PipelineSpec  # a ddr.pipeline.schema.Pipeline
     inputs: dict[str, InputPlan]
     steps: dict[str, StepPlan]  # topological order
     outputs: list[OutputPlan]

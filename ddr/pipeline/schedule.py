@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from ddr.pipeline.outputs import output_kind
 from ddr.pipeline.plan import OutputPlan, Phase, StepPlan, ValueMeta
-from ddr.pipeline.schema import split_ref
+from ddr.pipeline.spec_types import split_ref
 from ddr.tags import get_ddr_tags
 
 __all__ = ["Scheduling"]
@@ -36,7 +37,7 @@ class Scheduling:
         """Which steps the outputs to write need, and which of those load a saved model."""
         saved: dict[str, Any] = {}
         for out in self.outputs:
-            head = out.output_kind.saved_model(out) if out.action == "skip" else None
+            head = output_kind(out.kind).saved_model(out) if out.action == "skip" else None
             if head is not None:
                 saved.setdefault(head, out.location)
         needed: set[str] = set()

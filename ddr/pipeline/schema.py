@@ -24,31 +24,16 @@ problems with short messages (unknown keys list the valid ones). :func:`json_sch
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Union
 
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import BaseModel, Field
 
 from ddr.config.document import Document
-from ddr.config.validation import (
-    SCHEMA_VERSION,
-    Duration,
-    Int,
-    PathStr,
-    check_duration,
-)
+from ddr.config.validation import SCHEMA_VERSION
 from ddr.config.validation import validate as _validate
 from ddr.pipeline.outputs import output_kinds
 from ddr.pipeline.outputs.registry import generation
-from ddr.pipeline.spec_types import (
-    ChunkSize,
-    IfExists,
-    Name,
-    Ref,
-    StorageOptions,
-    check_slice,
-    split_ref,
-)
-from ddr.pipeline.spec_types import Strict as _Strict
+from ddr.pipeline.spec_types import InputSpec, PipelineSpec, RunOptions, StepSpec, split_ref
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -62,79 +47,6 @@ __all__ = [
     "split_ref",
     "validate",
 ]
-
-
-def _check_wait(value: bool | str | float) -> bool | str | float:
-    if isinstance(value, bool):
-        return value
-    try:
-        return check_duration(value)
-    except ValueError:
-        raise ValueError(f"expected true, false or a time such as 30m; got {value!r}") from None
-
-
-class InputSpec(_Strict):
-    """An input array: a Zarr array, an array in a Zarr group or xarray Dataset, or a netCDF
-    variable. Opened lazily; only metadata is read before the run."""
-
-    path: PathStr = Field(
-        description="Zarr store (a local path relative to the working dir, or a URL: s3://, "
-        "gs://, az://, http(s)://, file://) or a local netCDF file."
-    )
-    storage_options: StorageOptions = None
-    array: str | None = Field(
-        None, description="The array (or variable) inside a Zarr group or netCDF file."
-    )
-    dims: list[Name] | None = Field(
-        None, description="The dims the array must have, in order (checked before the run)."
-    )
-    sample_dim: Name | None = Field(
-        None, description="The dim that indexes samples (default: the first dim)."
-    )
-    chunks: dict[str, ChunkSize] | None = Field(
-        None, description="Rechunk by dim name, e.g. {sample: 200000}; -1 means one chunk."
-    )
-    isel: dict[str, Annotated[str, AfterValidator(check_slice)] | list[Int]] | None = Field(
-        None,
-        description="Select by position along dims (xarray isel): 'start:stop' or a list of "
-        "indices, e.g. {feature: '0:25'}. Metadata only: nothing is read.",
-    )
-    missing_chunks: Literal["error", "fill"] = Field(
-        "error",
-        description="A Zarr array with chunks that are not stored: refused (error), or read "
-        "as the fill value (fill, for arrays sparse on purpose). Checked from one listing of "
-        "the store, before any data is read.",
-    )
-    description: str = ""
-
-    def selection(self) -> dict[str, slice | list[int]]:
-        """``isel`` as xarray indexers."""
-        out: dict[str, slice | list[int]] = {}
-        for dim, sel in (self.isel or {}).items():
-            if isinstance(sel, str):
-                start, _, stop = sel.partition(":")
-                out[dim] = slice(
-                    int(start) if start.strip() else None, int(stop) if stop.strip() else None
-                )
-            else:
-                out[dim] = list(sel)
-        return out
-
-
-class StepSpec(_Strict):
-    """One step: an op from the registry, its inputs by name and its parameters."""
-
-    op: str = Field(description="An op: Estimator.fit, Estimator.fit_transform, transform, ...")
-    inputs: dict[Name, Ref] = Field(
-        default_factory=dict,
-        description="Role -> input or step name, e.g. {X: X, y: y} or {model: pca, X: X}.",
-    )
-    with_: dict[Name, Any] = Field(
-        default_factory=dict,
-        alias="with",
-        description="Parameters of the op (the estimator's constructor parameters for fits).",
-    )
-    description: str = ""
 
 
 def output_union() -> Any:
@@ -162,46 +74,10 @@ class Output:
         return output_union()
 
 
-class RunOptions(_Strict):
-    """How the pipeline runs."""
-
-    if_exists: IfExists = Field(
-        "error",
-        description="An existing output: error, overwrite, or skip-if-complete (resume).",
-    )
-    summary: PathStr | None = Field(None, description="Write the run summary JSON here.")
-    performance_report: PathStr | None = Field(
-        None, description="Write a dask performance report (HTML) here (distributed only)."
-    )
-    progress: bool = Field(True, description="Show a progress bar.")
-    storage_options: StorageOptions = None
-    wait: Annotated[bool | str | float, AfterValidator(_check_wait)] = Field(
-        False,
-        description="An output another run is writing: false refuses, naming that run; true "
-        "waits until that run ends (or its claim goes stale); a time such as 30m waits at "
-        "most that long (ddr run --wait: true).",
-    )
-    claim_timeout: Duration = Field(
-        "2m",
-        description="A run's claim on its outputs goes stale, and another run may take it "
-        "over, when its heartbeat (renewed every quarter of this) is older than this.",
-    )
-
-
-class Pipeline(_Strict):
+class Pipeline(PipelineSpec):
     """A ddr pipeline file."""
 
-    ddr: Literal[1] = Field(description="Schema version of this file (1).")
-    name: Name
-    description: str = ""
-    params: dict[Name, Any] = Field(
-        default_factory=dict,
-        description="Values used as ${params.NAME} anywhere; override with --set NAME=VALUE.",
-    )
-    inputs: dict[Name, InputSpec] = Field(min_length=1)
-    steps: dict[Name, StepSpec] = Field(default_factory=dict)
     outputs: list[Output] = Field(min_length=1)
-    run: RunOptions = Field(default_factory=RunOptions)
 
 
 # ------------------------------------------------------------------------ validation

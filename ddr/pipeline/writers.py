@@ -19,7 +19,7 @@ from ddr.config.errors import RunError, describe_error
 from ddr.io.claims import Claim, OutputClaims
 from ddr.io.locations import redact
 from ddr.pipeline.lineage import lineage
-from ddr.pipeline.outputs import Streamed
+from ddr.pipeline.outputs import Streamed, output_kind
 from ddr.pipeline.plan import OutputPlan
 from ddr.pipeline.summary import _rel
 
@@ -113,7 +113,7 @@ class OutputWriter:
         res.phase = index
         start = time.perf_counter()
         try:
-            out.output_kind.write(self, out)
+            output_kind(out.kind).write(self, out)
         except RunError:
             raise
         except Exception as exc:
@@ -161,7 +161,7 @@ class OutputWriter:
         for i in indices:
             out = self.plan.outputs[i]
             try:
-                part = out.output_kind.stream(self, out)
+                part = output_kind(out.kind).stream(self, out)
             except RunError:
                 raise
             except Exception as exc:

@@ -136,10 +136,10 @@ def check_write(work: _Work) -> None:
     plan, summary = work.run()
     out = plan.outputs[0]
     assert summary.outputs[0].action == "written", summary.outputs[0]
-    status, fingerprint = out.output_kind.status(out.location)
+    status, fingerprint = work.kind().status(out.location)
     assert status == "complete", f"{work.case}: written, but its kind reads {status!r}"
     assert fingerprint == out.fingerprint, f"{work.case}: stored {fingerprint!r}"
-    provenance = out.output_kind.read_provenance(out.location)
+    provenance = work.kind().read_provenance(out.location)
     assert isinstance(provenance, dict), f"{work.case}: no provenance read back"
     assert provenance.get("output", {}).get("kind") == work.case.kind, provenance
     work.reference = work.shown()
