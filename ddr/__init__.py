@@ -11,8 +11,7 @@ import importlib
 from typing import Any
 
 from ddr import _hooks
-
-__version__ = "0.1.0"
+from ddr._version import __version__ as __version__
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {

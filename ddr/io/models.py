@@ -444,7 +444,7 @@ def save_model(
     claim : Claim, optional
         The run's claim on ``path``; every write checks that it still holds.
     """
-    import ddr
+    from ddr._version import __version__
 
     p = resolve(path, storage_options)
     check_not_input(p)
@@ -460,7 +460,7 @@ def save_model(
             group.attrs.update(first)
             _write_estimator(est, group)
             check_claimed(p, claim, store)
-            mark_complete(group, redact({**(attrs or {}), "ddr:version": ddr.__version__}))
+            mark_complete(group, redact({**(attrs or {}), "ddr:version": __version__}))
 
 
 def load(

@@ -431,13 +431,13 @@ def write_zarr(
 def _final_attrs(
     attrs: Mapping[str, Any], fingerprint: str | None, provenance: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    import ddr
+    from ddr._version import __version__
 
     history = str(attrs.get("history", ""))
     line = history_line()
     out: dict[str, Any] = {
         "history": f"{history}\n{line}" if history else line,
-        "ddr:version": ddr.__version__,
+        "ddr:version": __version__,
     }
     if fingerprint is not None:
         out[FINGERPRINT_ATTR] = fingerprint

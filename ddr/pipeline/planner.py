@@ -534,7 +534,7 @@ class _Planner(OutputChecks, Scheduling):
         return f"{self.steps[head].fingerprint}.{tail or self.steps[head].op.primary}"
 
     def _fingerprints(self) -> None:
-        import ddr
+        from ddr._version import __version__
 
         for step in self.steps.values():
             extra = {}
@@ -547,7 +547,7 @@ class _Planner(OutputChecks, Scheduling):
                     "op": step.op.name,
                     "with": _without_storage_options(step.spec.with_),
                     "inputs": {r: self._ref_fp(ref) for r, ref in sorted(step.refs.items())},
-                    "ddr": ddr.__version__,
+                    "ddr": __version__,
                     **extra,
                 }
             )
@@ -559,7 +559,7 @@ class _Planner(OutputChecks, Scheduling):
                 {
                     "output": config,
                     "sources": {k: self._ref_fp(r) for k, r in sorted(out.refs.items())},
-                    "ddr": ddr.__version__,
+                    "ddr": __version__,
                 }
             )
 

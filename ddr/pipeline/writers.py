@@ -61,10 +61,10 @@ class OutputWriter:
             import xarray
             import zarr
 
-            import ddr
+            from ddr._version import __version__
 
             self._versions = {
-                "ddr": ddr.__version__,
+                "ddr": __version__,
                 "python": sys.version.split()[0],
                 "numpy": np.__version__,
                 "dask": dask.__version__,

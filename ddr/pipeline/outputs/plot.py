@@ -128,9 +128,9 @@ def png_bytes(fig: Any, fingerprint: str | None, provenance: dict[str, Any] | No
     redacted) in text chunks."""
     import matplotlib.pyplot as plt
 
-    import ddr
+    from ddr._version import __version__
 
-    meta = {"Software": f"ddr {ddr.__version__}"}
+    meta = {"Software": f"ddr {__version__}"}
     if fingerprint is not None:
         meta[FINGERPRINT_KEY] = fingerprint
     if provenance is not None:
