@@ -1,20 +1,29 @@
-"""ddr.PLSA: topics of the demo corpus recovered, EM monotone, one pass per iteration, the same
-model from every input form, chunking and dtype, and bad counts refused."""
+"""ddr.PLSA: topics of the demo corpus recovered (the example pipeline's settings converge to
+them), EM monotone and each pass one step of Hofmann's EM on counts and on non-negative weights
+(tf-idf), one pass per iteration, the same model from every input form, chunking and dtype,
+negative weights refused."""
 
 from __future__ import annotations
+
+import warnings
 
 import dask
 import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse
+from pipeline_support import PIPELINES
+from ruamel.yaml import YAML
 from scipy.optimize import linear_sum_assignment
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.feature_extraction.text import TfidfTransformer
 from sklearn.utils._param_validation import InvalidParameterError
 
 import ddr
+from ddr.decomposition.plsa import _INIT_FLOOR, _SVD_POWER_ITER, nndsvda_topics
 from ddr.demo_counts import CountsSpec, write_counts_data
 from ddr.io import open_input
-from ddr.stats import PLSASums, compute
+from ddr.stats import PLSASums, compute, plsa_sums
 from ddr.stats.engine import compute_with_rows
 from ddr.stats.plsa_sums import FOLD_IN_MAX_ITER, FOLD_IN_TOL
 from ddr.testing import counting_dask_array
@@ -70,13 +79,25 @@ def test_loglike_never_decreases_and_is_the_likelihood(small):
     assert ll[-1] <= final + 1e-9 * abs(final) and final - ll[-1] < 1e-3 * abs(final)
 
 
-def test_one_pass_per_iteration(small):
+def test_one_pass_per_iteration_after_the_svds(small):
+    """A random start reads nothing; the NNDSVD start reads X in the randomized SVD's
+    ``_SVD_POWER_ITER + 1`` passes (fewer for narrow X); then one pass per EM iteration."""
     X, _, _ = small
     Xd, counter = counting_dask_array(scipy.sparse.csr_matrix(X), chunks=((100, 150, 50), -1))
+    model = ddr.PLSA(3, init="random", random_state=0, max_iter=7, tol=0.0)
+    with pytest.warns(Warning, match="did not converge"):
+        model.fit(Xd)
+    assert counter.passes == 7.0 == model.n_passes_
+    counter.reset()
     model = ddr.PLSA(3, random_state=0, max_iter=7, tol=0.0)
     with pytest.warns(Warning, match="did not converge"):
         model.fit(Xd)
-    assert counter.passes == 7.0
+    assert counter.passes == 7.0 + _SVD_POWER_ITER + 1 == model.n_passes_
+    counter.reset()
+    model = ddr.PLSA(3, n_init=2, random_state=0, max_iter=7, tol=0.0)
+    with pytest.warns(Warning, match="did not converge"):
+        model.fit(Xd)
+    assert counter.passes == 2 * 7.0 + _SVD_POWER_ITER + 1 == model.n_passes_
 
 
 def test_sparse_dense_dask_chunking_and_dtype_give_the_same_model(small):
@@ -100,13 +121,13 @@ def test_sparse_dense_dask_chunking_and_dtype_give_the_same_model(small):
 
 def test_n_init_keeps_the_best_fit(small):
     X, _, _ = small
-    best = ddr.PLSA(3, n_init=3, random_state=0, max_iter=15, tol=0.0)
+    best = ddr.PLSA(3, init="random", n_init=3, random_state=0, max_iter=15, tol=0.0)
     with pytest.warns(Warning, match="did not converge"):
         best.fit(X)
     rng = np.random.RandomState(0)
     finals = []
     for _ in range(3):  # the inits of n_init=3 are successive draws of one random state
-        run = ddr.PLSA(3, random_state=rng, max_iter=15, tol=0.0)
+        run = ddr.PLSA(3, init="random", random_state=rng, max_iter=15, tol=0.0)
         with pytest.warns(Warning, match="did not converge"):
             run.fit(X)
         finals.append(run.loglike_[-1])
@@ -130,26 +151,23 @@ def test_empty_documents_and_unused_words():
     np.testing.assert_allclose(got.transform(only), 1 / 3)
 
 
-@pytest.mark.parametrize(
-    ("values", "message"),
-    [
-        (-1.0, r"Negative values in data passed to PLSA \(input X\): counts must be >= 0; got 1 "
-               r"negative value\(s\), e.g. \[-1.0\]"),
-        (2.5, r"counts must be whole numbers \(pLSA is a model of word occurrences\); got 1 "
-              r"non-integer value\(s\), e.g. \[2.5\]"),
-    ],
-)  # fmt: skip
+@pytest.mark.parametrize("init", ["nndsvda", "random"])
 @pytest.mark.parametrize("form", ["numpy", "csr", "dask"])
-def test_bad_counts_are_refused(small, values, message, form):
+def test_negative_weights_are_refused(small, form, init):
+    message = (
+        r"Negative values in data passed to PLSA \(input X\): pLSA models non-negative "
+        r"weights \(counts or tf-idf\); got 1 negative value\(s\), e.g. \[-1.0\]"
+    )
     X = small[0].copy()
-    X[17, 3] = values
+    X[17, 3] = -1.0
     data = {"numpy": X, "csr": scipy.sparse.csr_matrix(X),
             "dask": da.from_array(X, chunks=(100, -1))}[form]  # fmt: skip
     with pytest.raises(ValueError, match=message):
-        ddr.PLSA(3, random_state=0).fit(data)
+        ddr.PLSA(3, init=init, random_state=0).fit(data)
     fitted = ddr.PLSA(3, random_state=0, max_iter=100, tol=1e-3).fit(small[0])
-    with pytest.raises(ValueError, match=message):
-        np.asarray(da.asarray(fitted.transform(data)).compute())
+    for method in (fitted.transform, fitted.score_samples):
+        with pytest.raises(ValueError, match=message):
+            np.asarray(da.asarray(method(data)).compute())
 
 
 def test_n_components_limits_and_no_counts():
@@ -191,15 +209,109 @@ def _hofmann_em(X, phi, n_iter):
     return phi, theta, np.array(curve)
 
 
-def test_each_pass_is_one_step_of_hofmanns_em(small):
+@pytest.mark.parametrize("weights", ["counts", "tf-idf"])
+def test_each_pass_is_one_step_of_hofmanns_em(small, weights):
+    """On counts and on non-negative weights that are not whole numbers (tf-idf: EM maximises
+    ``sum n(d, w) log P(w | d)`` for any weights, the Kullback-Leibler NMF objective)."""
     X, _, _ = small
+    if weights == "tf-idf":
+        X = TfidfTransformer().fit_transform(X).toarray()
+        assert (X != np.round(X)).any()
     start = np.random.RandomState(4).dirichlet(np.ones(X.shape[1]), size=3)
     phi, _, curve = _hofmann_em(X, start, 25)
-    model = ddr.PLSA(3, random_state=4, max_iter=25, tol=0.0)
+    model = ddr.PLSA(3, init="random", random_state=4, max_iter=25, tol=0.0)
     with pytest.warns(Warning, match="did not converge"):
         model.fit(da.from_array(scipy.sparse.csr_matrix(X), chunks=((70, 130, 100), -1)))
     np.testing.assert_allclose(model.loglike_, curve, rtol=1e-12)
     np.testing.assert_allclose(model.components_, phi, rtol=1e-9, atol=1e-14)
+
+
+def test_the_block_step_in_cached_chunks_is_the_whole_step(small, monkeypatch):
+    """The E-step computes ``P(w | d)`` a chunk of rows at a time, a long row in pieces: the
+    same sums and mixtures whatever the chunk size (rows of 1 to 40 entries here: chunks of
+    1 and 3 entries cut every row, 64 entries cut none)."""
+    X, topics, mixtures = small
+    X = X.copy()
+    X[5] = 0  # an empty document among them
+    ref_stat, ref_theta = PLSASums.from_block_with_rows(X, mixtures, topics=topics)
+    # the dense reference of one step
+    p = mixtures @ topics
+    want_theta = mixtures * ((X / np.where(p > 0, p, 1.0)) @ topics.T)
+    want_theta[X.sum(axis=1) > 0] /= X.sum(axis=1)[X.sum(axis=1) > 0, None]
+    want_theta[5] = 1 / 3
+    np.testing.assert_allclose(ref_theta, want_theta, rtol=1e-12)
+    np.testing.assert_allclose(ref_stat.loglik, (X * np.log(np.where(X > 0, p, 1.0))).sum(),
+                               rtol=1e-13)  # fmt: skip
+    for entries in (1, 3, 64):
+        monkeypatch.setattr(plsa_sums, "_CHUNK_BYTES", 8 * 3 * entries)
+        stat, theta = PLSASums.from_block_with_rows(X, mixtures, topics=topics)
+        np.testing.assert_allclose(theta, ref_theta, rtol=1e-13)
+        np.testing.assert_allclose(stat.topic_word, ref_stat.topic_word, rtol=1e-13)
+        assert stat.loglik == pytest.approx(ref_stat.loglik, rel=1e-14)
+
+
+def test_weights_scaled_by_a_constant_give_the_same_topics(small):
+    """pLSA of ``c X`` is pLSA of X (the mixtures, topics and the NNDSVD start do not depend
+    on the scale), with ``c`` times the log-likelihood's data term."""
+    X, _, _ = small
+    ref = ddr.PLSA(3, random_state=0).fit(X)
+    got = ddr.PLSA(3, random_state=0).fit(0.37 * X)
+    assert got.n_iter_ == ref.n_iter_
+    np.testing.assert_allclose(got.components_, ref.components_, rtol=1e-9, atol=1e-13)
+    np.testing.assert_allclose(got.transform(0.37 * X), ref.transform(X), rtol=1e-9, atol=1e-13)
+    np.testing.assert_allclose(got.loglike_, 0.37 * ref.loglike_, rtol=1e-10)
+
+
+def test_nndsvda_topics():
+    """The first topic is ``|v_1|``, each further one the larger sign part of ``v_j``, floored
+    at half the uniform probability, each a distribution."""
+    v = np.array([[0.6, -0.8, 0.0], [0.6, 0.2, 0.6], [0.2, 0.3, -0.8], [0.5, 0.48, 0.0]])
+    v = v / np.linalg.norm(v, axis=0)  # (V = 4, 3): three unit right singular vectors
+    got = nndsvda_topics(v, 3)
+    floor = _INIT_FLOOR / 4
+    parts = [np.abs(v[:, 0]), np.maximum(-v[:, 1], 0), np.maximum(-v[:, 2], 0)]
+    for row, part in zip(got, parts, strict=True):
+        want = np.maximum(part / part.sum(), floor)
+        np.testing.assert_allclose(row, want / want.sum(), rtol=1e-14)
+    assert (got > 0).all() and got.shape == (3, 4)
+    np.testing.assert_allclose(nndsvda_topics(-v, 3), got, rtol=1e-14)  # signs do not matter
+
+
+@pytest.fixture(scope="module")
+def example_corpus(tmp_path_factory):
+    """The example pipeline's corpus (``ddr demo-data --kind counts`` with its header's
+    options) at a quarter of its documents: 5 000 x 2 000, 10 topics."""
+    header = (PIPELINES / "lsa-plsa.yaml").read_text()
+    assert "--n-samples 20000 --n-features 2000" in header
+    path = tmp_path_factory.mktemp("corpus") / "corpus.zarr"
+    write_counts_data(path, CountsSpec(n_samples=5000, n_features=2000))
+    return path
+
+
+def test_the_example_pipelines_settings_converge_to_the_true_topics(example_corpus):
+    """lsa-plsa.yaml's PLSA settings, on the demo corpus its header makes (a quarter of the
+    documents, to run in a few seconds): EM converges within max_iter, and each topic is
+    within Hellinger distance 0.2 of a true topic (0.10-0.11 here, in about 120 iterations;
+    0.076-0.077 at the pipeline's 20 000 documents, in about 90)."""
+    pipeline = YAML(typ="safe").load((PIPELINES / "lsa-plsa.yaml").read_text())
+    settings = dict(pipeline["steps"]["plsa"]["with"])
+    assert settings.pop("n_components") == "${params.k}"
+    k = pipeline["params"]["k"]
+    X = open_input(example_corpus, "X", protect=False).data
+    truth = open_input(example_corpus, "true_topics", protect=False).values
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = ddr.PLSA(k, **settings).fit(X)
+    assert model.converged_ and model.n_iter_ < settings["max_iter"]
+    distance = _hellinger(model.components_, truth)
+    assert distance.max() < 0.2, distance
+
+
+def _hellinger(found, truth):
+    """The Hellinger distance of each true topic to the found topic matched to it."""
+    cost = np.sqrt(np.maximum(1 - np.sqrt(truth[:, None, :] * found[None, :, :]).sum(-1), 0))
+    r, c = linear_sum_assignment(cost)
+    return cost[r, c]
 
 
 def test_mixtures_stay_on_the_workers_between_passes(small, client):
