@@ -8,10 +8,15 @@ Public names are imported lazily so ``import ddr`` stays cheap.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ddr import _hooks
 from ddr._version import __version__ as __version__
+
+if TYPE_CHECKING:
+    import dask.array as da
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
@@ -49,12 +54,20 @@ _EXPORTS: dict[str, str] = {
 
 
 # ddr.io's services to the layers below it (ddr._hooks), imported on first use
-def _save_model(estimator: Any, path: Any, **kwargs: Any) -> None:
+def _save_model(
+    estimator: object,
+    path: str | os.PathLike[str],
+    *,
+    if_exists: str = "error",
+    storage_options: Mapping[str, Any] | None = None,
+) -> None:
     """What ``est.save(path)`` calls: :func:`ddr.io.models.save_model`."""
-    importlib.import_module("ddr.io.models").save_model(estimator, path, **kwargs)
+    importlib.import_module("ddr.io.models").save_model(
+        estimator, path, if_exists=if_exists, storage_options=storage_options
+    )
 
 
-def _with_ddr_reader(x: Any) -> Any:
+def _with_ddr_reader(x: da.Array) -> da.Array:
     """What dask input passes through: :func:`ddr.io.zarr_graphs.with_ddr_reader`."""
     return importlib.import_module("ddr.io.zarr_graphs").with_ddr_reader(x)
 

@@ -17,15 +17,32 @@ ddr`` stays cheap.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import os
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # types only: importing this module imports nothing but the standard library
+    import dask.array as da
 
 __all__ = ["DaskReader", "Saver", "dask_reader", "register_dask_reader", "register_saver", "saver"]
 
-#: ``saver(estimator, path, *, if_exists, storage_options)``
-Saver = Callable[..., None]
+
+class Saver(Protocol):
+    """``saver(estimator, path, *, if_exists, storage_options)``: write a ddr estimator to a
+    Zarr group (as :func:`ddr.io.models.save_model`)."""
+
+    def __call__(
+        self,
+        estimator: object,
+        path: str | os.PathLike[str],
+        *,
+        if_exists: str = ...,
+        storage_options: Mapping[str, Any] | None = ...,
+    ) -> None: ...
+
+
 #: ``reader(x) -> x'``: a dask array with the same shape, dtype, chunks and values
-DaskReader = Callable[[Any], Any]
+DaskReader = Callable[["da.Array"], "da.Array"]
 
 _saver: list[Saver] = []
 _reader: list[DaskReader] = []
@@ -56,5 +73,5 @@ def dask_reader() -> DaskReader:
     return _reader[0] if _reader else _identity
 
 
-def _identity(x: Any) -> Any:
+def _identity(x: da.Array) -> da.Array:
     return x

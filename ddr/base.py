@@ -11,7 +11,8 @@ coordinate kept and a new named dim.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Hashable, Sequence
+import os
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -321,7 +322,11 @@ class DDRMixin:
 
     # ------------------------------------------------------------ persistence
     def save(
-        self, path: Any, *, if_exists: str = "error", storage_options: dict | None = None
+        self,
+        path: str | os.PathLike[str],
+        *,
+        if_exists: str = "error",
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         """Save the fitted estimator to a Zarr group (arrays as arrays, parameters as JSON).
 

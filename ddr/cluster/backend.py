@@ -161,7 +161,7 @@ class Backend:
     def start(self) -> Iterator[ClusterHandle]:
         """Start (or connect to) the cluster and yield its handle; stop it on exit."""
         raise NotImplementedError(f"{type(self).__name__}.start")  # pragma: no cover
-        yield  # type: ignore[unreachable]
+        yield
 
     def worker_memory_limit(self) -> int | None:
         """The ``memory_limit`` in bytes each worker will get, as far as the config says it

@@ -25,16 +25,17 @@ from ddr.config.validation import validate
 __all__ = ["BUILTIN", "ClusterConfig", "json_schema", "load_cluster_config", "validate_cluster"]
 
 
-ClusterConfig = create_model(  # the registered kinds, and a keyword block for each that takes one
-    "ClusterConfig",
-    __base__=ClusterSettings,
-    __doc__="A ddr cluster config file.",
-    kind=(Literal[tuple(BACKENDS)], ...),
+# the registered kinds, and a keyword block for each kind that takes one
+_FIELDS: dict[str, Any] = {
+    "kind": (Literal[tuple(BACKENDS)], ...),
     **{
         kind: (dict[str, Any] | None, Field(None, description=f"{b.target} keyword arguments."))
         for kind, b in BACKENDS.items()
         if b.block
     },
+}
+ClusterConfig = create_model(
+    "ClusterConfig", __base__=ClusterSettings, __doc__="A ddr cluster config file.", **_FIELDS
 )
 
 #: built-in configs usable by name: ``--cluster local`` (the default), ``threads``, ``sync``

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ddr.io.locations import Location, LocationError, resolve
+from ddr.io.stored_chunks import MissingChunks
 from ddr.pipeline.plan import InputPlan, ValueMeta, _sha
 from ddr.pipeline.spec_types import InputSpec
 
@@ -154,7 +155,7 @@ def open_pipeline_input(
 
 
 def _counted(
-    arr: Any, loc: Location, name: str | None, missing_chunks: str
+    arr: Any, loc: Location, name: str | None, missing_chunks: MissingChunks
 ) -> tuple[Any, str, int] | None:
     """``arr`` read through a counting store when the stored values are what xarray gives
     (no scale/offset, no fill-value masking that changes values), else None. A chunk that
@@ -207,7 +208,7 @@ def _counting_store(loc: Location) -> tuple[Any, str]:
 
 
 def _counted_csr(
-    arr: Any, loc: Location, name: str | None, missing_chunks: str
+    arr: Any, loc: Location, name: str | None, missing_chunks: MissingChunks
 ) -> tuple[Any, str, int] | None:
     """A CSR group's row blocks (``ddr.io.csr``) read through a counting store, each block
     task publishing its bytes (the ``data``, ``indices`` and ``indptr`` chunks it reads)."""

@@ -205,7 +205,8 @@ def format_plan(plan: Plan) -> str:
     lines = [f"pipeline {plan.pipeline.name} ({plan.file})", "inputs:"]
     shared = plan.stored_arrays()
     for name, inp in plan.inputs.items():
-        dims = ", ".join(f"{d}: {s}" for d, s in zip(inp.meta.dims, inp.meta.shape, strict=True))
+        sizes = zip(inp.meta.dims or (), inp.meta.shape or (), strict=True)
+        dims = ", ".join(f"{d}: {s}" for d, s in sizes)
         where = _rel(inp.path) + (f" [{inp.spec.array}]" if inp.spec.array else "")
         nrow = len(inp.array.data.chunks[0]) if hasattr(inp.array.data, "chunks") else 1
         label = next(k for k, v in shared.items() if name in v)
@@ -277,8 +278,8 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
             n: {
                 "path": i.path,
                 "array": i.spec.array,
-                "dims": list(i.meta.dims),
-                "shape": list(i.meta.shape),
+                "dims": list(i.meta.dims or ()),
+                "shape": list(i.meta.shape or ()),
                 "dtype": str(i.meta.dtype),
                 "fingerprint": i.fingerprint,
             }
