@@ -36,7 +36,8 @@ from ddr.io.claims import ClaimError, OutputClaims, claim_location
 from ddr.io.locations import Location, redact
 from ddr.pipeline.memory import check_worker_memory
 from ddr.pipeline.ownership import claim_outputs
-from ddr.pipeline.planner import Plan, plan_pipeline, replan
+from ddr.pipeline.plan import Plan
+from ddr.pipeline.planner import plan_pipeline, replan
 from ddr.pipeline.run_files import RunFile, refusals, run_files
 from ddr.pipeline.runner import active_client, describe_scheduler, execute
 from ddr.pipeline.summary import RunClock, RunSummary, _rel

@@ -38,8 +38,8 @@ from ddr.io.claims import OutputClaims
 from ddr.io.locations import Location, redact, resolve
 from ddr.pipeline._counting import count_key
 from ddr.pipeline.fitplans import call, fit_plan
-from ddr.pipeline.planner import Phase, Plan, StepPlan
-from ddr.pipeline.schema import split_ref
+from ddr.pipeline.plan import Phase, Plan, StepPlan
+from ddr.pipeline.spec_types import split_ref
 from ddr.pipeline.summary import OutputResult, RunClock, RunSummary, StepResult, _rel
 from ddr.pipeline.writers import OutputWriter
 from ddr.progress import Passes
