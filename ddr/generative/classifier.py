@@ -22,6 +22,16 @@ its likelihood is needed; where the model defines no likelihood without data (Ga
 naive Bayes, QDA, LDA, kernel naive Bayes, categorical models without smoothing) predictions
 raise a ``ValueError`` naming the class. Smoothed categorical and Bernoulli models
 (``alpha > 0``) give such a class the uniform posterior-mean likelihood, as scikit-learn does.
+
+Rows that no class can have produced
+------------------------------------
+A row whose likelihood is 0 under every class (naive Bayes without smoothing, ``alpha=0``,
+and a feature value no class showed in training) has no posterior: ``p(c | x)`` is 0/0.
+``predict_joint_log_proba`` gives its ``-inf`` values; ``predict``, ``predict_proba``,
+``predict_log_proba`` and ``score`` raise a ``ValueError`` that names the rows (scikit-learn
+gives NaN probabilities and predicts the first class). A class that cannot have produced a
+row while another can gets probability exactly 0 (log-probability ``-inf``): the limit of
+the smoothed posterior as alpha tends to 0.
 """
 
 from __future__ import annotations
@@ -50,6 +60,7 @@ __all__ = [
     "BaseGenerativeClassifier",
     "check_alpha",
     "check_priors",
+    "check_some_class_possible",
     "class_log_prior",
     "discrete_class_log_prior",
     "empirical_or_given",
@@ -68,9 +79,44 @@ def joint_log_likelihood_block(X: np.ndarray, jll: Callable, params: tuple) -> n
     return jll(X, *params)
 
 
+def check_some_class_possible(j: np.ndarray) -> np.ndarray:
+    """``j`` unchanged, or a ValueError for rows that no class can have produced.
+
+    A row whose joint log-likelihood is ``-inf`` for every class has ``p(x) = 0``: its
+    posterior is 0/0, undefined (log-sum-exp would give NaN and argmax class 0). Models
+    without smoothing (``alpha=0``) get there when a row holds a feature value that no class
+    showed in training.
+
+    Parameters
+    ----------
+    j : ndarray of shape (n_block, n_classes)
+        Joint log-likelihood of a block.
+
+    Returns
+    -------
+    ndarray of shape (n_block, n_classes)
+        ``j``.
+    """
+    dead = np.isneginf(j).all(axis=1) if j.shape[1] else np.zeros(j.shape[0], dtype=bool)
+    if dead.any():
+        rows = np.flatnonzero(dead)
+        shown = ", ".join(map(str, rows[:5].tolist())) + (", ..." if rows.size > 5 else "")
+        raise ValueError(
+            f"{rows.size} row(s) of this block of {j.shape[0]} (at {shown}, counted from its "
+            "first row as 0) have probability 0 under every class: the joint log-likelihood is "
+            "-inf for all of them and the posterior 0/0, undefined. Without smoothing "
+            "(alpha=0) a row is impossible for a class when it holds a feature value the class "
+            "never showed in training. predict_joint_log_proba gives the -inf values; a small "
+            "alpha > 0 gives every such row a posterior (as alpha tends to 0 it goes to the "
+            "classes that miss the fewest of the row's values)"
+        )
+    return j
+
+
 def log_proba_block(X: np.ndarray, jll: Callable, params: tuple) -> np.ndarray:
-    """Log posterior ``log p(c | x)`` of a block, normalised by log-sum-exp."""
-    j = jll(X, *params)
+    """Log posterior ``log p(c | x)`` of a block, normalised by log-sum-exp; a ValueError for
+    rows that no class can have produced (:func:`check_some_class_possible`)."""
+    j = check_some_class_possible(jll(X, *params))
     with np.errstate(invalid="ignore"):
         return j - logsumexp(j, axis=1, keepdims=True)
 
@@ -81,8 +127,9 @@ def proba_block(X: np.ndarray, jll: Callable, params: tuple) -> np.ndarray:
 
 
 def predict_block(X: np.ndarray, jll: Callable, params: tuple, classes: np.ndarray) -> np.ndarray:
-    """The most probable class of each row of a block."""
-    return classes[np.argmax(jll(X, *params), axis=1)]
+    """The most probable class of each row of a block; a ValueError for rows that no class
+    can have produced (:func:`check_some_class_possible`), which have none."""
+    return classes[np.argmax(check_some_class_possible(jll(X, *params)), axis=1)]
 
 
 def _ship(params: tuple, rows: Rows) -> Any:

@@ -33,9 +33,41 @@ def binarize_block(
     return (X > threshold).astype(np.float64)
 
 
-def bernoulli_jll(X: np.ndarray, weights: np.ndarray, const: np.ndarray) -> np.ndarray:
-    """Joint log-likelihood of a (binarised) block: ``X @ weights.T + const``, one GEMM."""
-    return np.asarray(X, dtype=np.float64) @ weights.T + const
+def bernoulli_jll(
+    X: np.ndarray,
+    weights: np.ndarray,
+    const: np.ndarray,
+    never_on: np.ndarray | None = None,
+    never_off: np.ndarray | None = None,
+) -> np.ndarray:
+    """Joint log-likelihood of a (binarised) block: ``X @ weights.T + const``, one GEMM.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_block, n_features)
+        The block (0/1, or the values as given with ``binarize=None``).
+    weights : ndarray of shape (n_classes, n_features)
+        ``log p - log(1 - p)``, finite: 0 where either is ``-inf`` (``alpha = 0``).
+    const : ndarray of shape (n_classes,)
+        ``log prior + sum_j log(1 - p_j)`` over the finite ``log(1 - p_j)``.
+    never_on, never_off : ndarray of shape (n_classes, n_features), optional
+        1.0 where a class never showed the feature on (``p = 0``) or never off (``p = 1``):
+        a row with that feature on (any value but 0), respectively off (any value but 1), is
+        impossible for the class and gets ``-inf``. Where the row agrees, the term is
+        ``0 log 0 = 0``, the limit, where a GEMM with the infinite weights would give NaN.
+
+    Returns
+    -------
+    ndarray of shape (n_block, n_classes)
+    """
+    X = np.asarray(X, dtype=np.float64)
+    out = X @ weights.T + const
+    if never_on is not None and never_off is not None:
+        hits = ((X != 0).astype(np.float64) @ never_on.T > 0) | (
+            (X != 1).astype(np.float64) @ never_off.T > 0
+        )
+        out[hits] = -np.inf
+    return out
 
 
 class BernoulliNB(BaseGenerativeClassifier):
@@ -68,6 +100,14 @@ class BernoulliNB(BaseGenerativeClassifier):
     Notes
     -----
     Passes: ``fit`` reads the data once; ``predict`` once with one GEMM per block.
+
+    Without smoothing (``alpha=0``) a class that showed a feature always off (``p = 0``) or
+    always on (``p = 1``) cannot produce a row where it is on, respectively off: that class
+    gets a joint log-likelihood of ``-inf`` (probability 0), and the row's posterior is the
+    limit of the smoothed one as alpha tends to 0. A row that no class can produce has no
+    posterior: ``predict``, ``predict_proba`` and ``predict_log_proba`` raise a ValueError
+    naming it, ``predict_joint_log_proba`` gives ``-inf`` for every class. (scikit-learn
+    gives NaN for every row once one such feature exists.)
     """
 
     def __init__(
@@ -147,8 +187,15 @@ class BernoulliNB(BaseGenerativeClassifier):
 
     def _jll(self) -> tuple[Any, tuple]:
         flp, neg = self.feature_log_prob_, self._neg_log_prob_
-        const = self.class_log_prior_ + neg.sum(axis=1)
-        return bernoulli_jll, (flp - neg, const)
+        # alpha = 0: p = 0 (log p = -inf) or p = 1 (log(1 - p) = -inf) for features a class
+        # always showed off or on; the GEMM takes the finite parts, the masks the rest
+        never_on, never_off = np.isneginf(flp), np.isneginf(neg)
+        on, off = np.where(never_on, 0.0, flp), np.where(never_off, 0.0, neg)
+        const = self.class_log_prior_ + off.sum(axis=1)
+        if not (never_on.any() or never_off.any()):
+            return bernoulli_jll, (on - off, const)
+        masks = (never_on.astype(np.float64), never_off.astype(np.float64))
+        return bernoulli_jll, (on - off, const, *masks)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

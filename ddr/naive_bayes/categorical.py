@@ -74,6 +74,13 @@ class CategoricalNB(BaseGenerativeClassifier):
     ``alpha / (N_k + alpha K_j)``: smoothing handles it (scikit-learn raises an IndexError
     for codes beyond the table). Negative or non-integer codes raise a ValueError.
     Passes: ``fit`` reads the data once, ``predict`` once.
+
+    Without smoothing (``alpha=0``) that probability is 0: a row holding a category a class
+    never showed for that feature cannot come from the class, whose joint log-likelihood is
+    ``-inf`` (probability exactly 0; the posterior over the other classes is the limit of the
+    smoothed one as alpha tends to 0). A row that no class can produce has no posterior:
+    ``predict``, ``predict_proba`` and ``predict_log_proba`` raise a ValueError naming it,
+    ``predict_joint_log_proba`` gives ``-inf`` for every class.
     """
 
     _fit_dtype = "numeric"

@@ -95,6 +95,16 @@ class MultinomialNB(BaseGenerativeClassifier):
     Negative values are refused (a ValueError naming them), at fit and at predict. Fractional
     counts (tf-idf, weighted tokens) are accepted, as by scikit-learn. Passes: ``fit`` reads
     the data once; ``predict`` once, one sparse product or GEMM per block.
+
+    Without smoothing (``alpha=0``, or ``alpha_j = 0`` for some words) ``p(word | class)`` is
+    0 for a word the class never emitted: a document holding it cannot come from that class,
+    whose joint log-likelihood is ``-inf`` (probability exactly 0); a word the document does
+    not hold costs nothing (``0 log 0 = 0``). The posterior over the classes that can have
+    emitted the document is the limit of the smoothed one as alpha tends to 0. A document
+    with a word no class emitted has no posterior (0/0): ``predict``, ``predict_proba`` and
+    ``predict_log_proba`` raise a ValueError naming it (scikit-learn gives NaN probabilities
+    and predicts ``classes_[0]``), ``predict_joint_log_proba`` gives ``-inf`` for every
+    class.
     """
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
