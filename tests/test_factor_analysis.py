@@ -3,6 +3,8 @@ the E-step sums with a diagonal noise against a row-by-row computation, rotation
 
 from __future__ import annotations
 
+import warnings
+
 import dask
 import dask.array as da
 import numpy as np
@@ -95,18 +97,25 @@ def test_rotations_are_sklearns(rng, rotation):
 
 
 # ------------------------------------------------------------------------- passes
-def test_complete_data_reads_twice_and_missing_data_once_per_iteration(rng):
+def test_complete_data_reads_once_and_missing_data_once_per_iteration(rng):
+    """Complete data: one pass (the moments), whatever the iterations, which run on the
+    client; with missing values one pass per EM iteration after it."""
     X, _, _ = factors(rng, n=4000, d=8, q=2)
-    arr, counter = counting_dask_array(X, chunks=(500, -1))
+    ref = FactorAnalysis(2).fit(X)
     with dask.config.set(scheduler="threads"):
-        fa = FactorAnalysis(2).fit(arr)
-        assert fa.n_iter_ == 1 and counter.passes == 2.0  # the start, one confirming pass
+        for max_iter in (1, 3, 1000):
+            arr, counter = counting_dask_array(X, chunks=(500, -1))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)  # max_iter 1 and 3
+                fa = FactorAnalysis(2, max_iter=max_iter).fit(arr)
+            assert counter.passes == 1.0 and fa.n_iter_ <= max_iter
+        assert fa.n_iter_ > 1
         Xm = X.copy()
         Xm[rng.random(X.shape) < 0.2] = np.nan
         arr, counter = counting_dask_array(Xm, chunks=(500, -1))
         fm = FactorAnalysis(2).fit(arr)
         assert fm.n_iter_ > 1 and counter.passes == fm.n_iter_ + 1
-    np.testing.assert_allclose(fa.get_covariance(), FactorAnalysis(2).fit(X).get_covariance())
+    np.testing.assert_allclose(fa.get_covariance(), ref.get_covariance(), rtol=1e-7)
 
 
 # ----------------------------------------------------------------- missing values
@@ -191,8 +200,11 @@ def test_dask_xarray_float32_and_offset(rng):
         m = FactorAnalysis(2).fit(da.from_array(X, chunks=(333, -1)))
         Z = m.transform(da.from_array(X, chunks=(333, -1)))
         assert isinstance(Z, da.Array)
-        np.testing.assert_allclose(Z.compute(), ref.transform(X), atol=1e-10)
-    np.testing.assert_allclose(m.get_covariance(), ref.get_covariance(), rtol=1e-10)
+        # the same optimum: the moments of the one pass differ by round-off, and the
+        # quasi-Newton steps and EM's stopping point with them, within tol
+        np.testing.assert_allclose(Z.compute(), ref.transform(X), atol=1e-7)
+    np.testing.assert_allclose(m.get_covariance(), ref.get_covariance(), rtol=1e-7)
+    assert m.score(X) == pytest.approx(ref.score(X), rel=1e-10)
     xa = xr.DataArray(X, dims=("time", "sensor"), coords={"sensor": list("abcdef")})
     mx = FactorAnalysis(2).fit(xa)
     assert mx.as_xarray("noise_variance_").dims == ("sensor",)
@@ -205,6 +217,8 @@ def test_dask_xarray_float32_and_offset(rng):
 
 
 def test_save_load_and_resume(rng, tmp_path):
+    """A fit stopped by max_iter, saved and loaded, resumes with warm_start=True: its
+    iterations continue the saved trace (no start pass) to the optimum of one whole fit."""
     X, _, _ = factors(rng, n=1500, d=8, q=2)
     X[rng.random(X.shape) < 0.3] = np.nan
     whole = FactorAnalysis(2, tol=1e-8).fit(X)
@@ -214,13 +228,16 @@ def test_save_load_and_resume(rng, tmp_path):
     part.save(tmp_path / "fa.zarr")
     back = ddr.load(tmp_path / "fa.zarr")
     np.testing.assert_array_equal(back.transform(X), part.transform(X))
-    back.set_params(warm_start=True, max_iter=1000).fit(X)
-    # the same iterations (a resumed model is the saved one in canonical form: equal up to
-    # round-off, which can move the last, slow iterations across tol by one or two)
-    assert abs(back.n_iter_ - whole.n_iter_) <= 2
-    k = min(back.n_iter_, whole.n_iter_)
-    np.testing.assert_allclose(back.loglike_[:k], whole.loglike_[:k], rtol=1e-12)
-    np.testing.assert_allclose(back.get_covariance(), whole.get_covariance(), rtol=1e-6)
+    arr, counter = counting_dask_array(X, chunks=(300, -1))
+    with dask.config.set(scheduler="threads"):
+        back.set_params(warm_start=True, max_iter=1000).fit(arr)
+    assert back.n_iter_ > 3 and counter.passes == back.n_iter_ - 3
+    np.testing.assert_array_equal(back.loglike_[:3], part.loglike_)
+    assert np.all(np.diff(back.loglike_) >= -1e-10 * abs(back.loglike_[-1]))
+    n = X.shape[0]
+    assert back.score(X) * n == pytest.approx(whole.score(X) * n, rel=1e-8)
+    C = whole.get_covariance()
+    assert np.abs(back.get_covariance() - C).max() <= 1e-5 * np.abs(C).max()
 
 
 # -------------------------------------------------------------------- bad input
@@ -239,7 +256,7 @@ def test_bad_input(rng):
     with pytest.raises(
         ValueError,
         match=r"FactorAnalysis: n_components must satisfy 1 <= n_components <= "
-        r"n_features=5; got n_components=6",
+        r"n_features = 5; got n_components=6",
     ):
         FactorAnalysis(6).fit(X)
     with pytest.raises(

@@ -26,9 +26,9 @@ from ddr.families import Blockwise, ComponentTransformer, LogLikelihoodScore
 from ddr.stats._input import Rows
 from ddr.stats.engine import aligned
 from ddr.stats.ppca_sums import PPCAParams, PPCASums, complete_posterior, row_posterior
-from ddr.tags import DDRTags, unknown_passes
+from ddr.tags import DDRTags, get_ddr_tags, unknown_passes
 
-__all__ = ["LatentGaussianModel", "loglik_from_moments", "m_step"]
+__all__ = ["LatentGaussianModel", "DataMoments", "loglik_from_moments", "m_step"]
 
 logger = logging.getLogger(__name__)
 
@@ -206,18 +206,67 @@ def m_step(
     return PPCAParams(W @ chol, mu + W @ c, noise)
 
 
-class _EMProblem:
-    """The EM problem of :class:`LatentGaussianModel` for :func:`ddr.em.fit_em`."""
+class DataMoments(NamedTuple):
+    """What the first pass over complete data leaves: all the E-step ever needs."""
 
-    def __init__(self, model: LatentGaussianModel) -> None:
+    n: float
+    mean: np.ndarray  # (d,)
+    covariance: np.ndarray  # (d, d), ddof=0
+
+
+class _EMProblem:
+    """The EM problem of :class:`LatentGaussianModel` for :func:`ddr.em.fit_em`.
+
+    Over the data, the E-step is one pass of :class:`PPCASums`; on complete data, given their
+    ``moments``, it is :meth:`PPCASums.from_moments` on the client. ``var`` (each feature's
+    variance, from the start's pass; else from the first sums) sets the floor of the noise
+    variances (``floor`` times it) and the units of the vectors SQUAREM extrapolates: loadings
+    and mean over the features' standard deviations, log noise variances.
+    """
+
+    def __init__(
+        self,
+        model: LatentGaussianModel,
+        *,
+        floor: float,
+        var: np.ndarray | None = None,
+        moments: DataMoments | None = None,
+    ) -> None:
         self.model = model
+        self.relative_floor = floor
+        self.moments = moments
         self.floor: float | np.ndarray | None = None
+        self.sd: np.ndarray | None = None
+        self.checked = False
+        if var is not None:
+            self._set_scale(var, diagonal=None)
+
+    def _set_scale(self, var: np.ndarray, diagonal: bool | None) -> None:
+        tiny = np.finfo(np.float64).tiny
+        var = np.maximum(np.asarray(var, dtype=np.float64), tiny)
+        self.var = var
+        self.sd = np.sqrt(var)
+        self._floors = (
+            self.relative_floor * var,
+            self.relative_floor * max(float(var.mean()), tiny),
+        )
+
+    def floor_for(self, params: PPCAParams) -> float | np.ndarray:
+        """The smallest noise variance(s) of parameters like ``params``."""
+        assert self.sd is not None
+        return self._floors[1] if params.isotropic else self._floors[0]
 
     def statistic(self, params: PPCAParams) -> Any:
         return PPCASums.spec(params=params)
 
+    def expectation(self, params: PPCAParams) -> PPCASums:
+        assert self.moments is not None
+        n, mean, cov = self.moments
+        return PPCASums.from_moments(n, mean, cov, params=params)
+
     def m_step(self, sums: PPCASums, params: PPCAParams) -> PPCAParams:
-        if self.floor is None:  # the first sums of this fit: check what the data allow
+        if not self.checked:  # the first sums of this fit: check what the data allow
+            self.checked = True
             self.model._check_columns(sums.count)
             if sums.n_empty:
                 warnings.warn(
@@ -225,16 +274,39 @@ class _EMProblem:
                     "value (all NaN); they carry no information and are ignored by fit "
                     "(transform gives them the prior mean 0, impute the mean)",
                     UserWarning,
-                    stacklevel=6,
+                    stacklevel=7,
                 )
-            var = sums.yy / np.maximum(sums.count, 1)
-            tiny = np.finfo(np.float64).tiny
-            self.floor = (
-                NOISE_FLOOR * np.maximum(var, tiny)
-                if not params.isotropic
-                else NOISE_FLOOR * max(float(var.mean()), tiny)
-            )
-        return m_step(sums, params.mu, self.floor, diagonal=not params.isotropic)
+            if self.sd is None:
+                self._set_scale(sums.yy / np.maximum(sums.count, 1), diagonal=None)
+        floor = self.floor_for(params)
+        return m_step(sums, params.mu, floor, diagonal=not params.isotropic)
+
+    # --------------------------------------------- SQUAREM's coordinates (ddr.em)
+    def to_vector(self, params: PPCAParams) -> np.ndarray:
+        assert self.sd is not None
+        sd = self.sd
+        noise = np.log(
+            np.asarray(params.s2, dtype=np.float64)
+            / (self.var if not params.isotropic else self.var.mean())
+        )
+        return np.concatenate(
+            [(params.W / sd[:, None]).ravel(), params.mu / sd, np.atleast_1d(noise)]
+        )
+
+    def from_vector(self, vector: np.ndarray, params: PPCAParams) -> PPCAParams | None:
+        assert self.sd is not None
+        d, q = params.W.shape
+        sd = self.sd
+        W = vector[: d * q].reshape(d, q) * sd[:, None]
+        mu = vector[d * q : d * q + d] * sd
+        if params.isotropic:
+            s2: float | np.ndarray = float(np.exp(vector[-1]) * self.var.mean())
+        else:
+            s2 = np.exp(vector[d * q + d :]) * self.var
+        s2 = np.maximum(s2, self.floor_for(params))  # the floor is a bound: project onto it
+        if not (np.isfinite(W).all() and np.isfinite(mu).all() and np.all(np.isfinite(s2))):
+            return None
+        return PPCAParams(W, mu, s2)
 
 
 class LatentGaussianModel(
@@ -258,6 +330,8 @@ class LatentGaussianModel(
 
     _abstract_estimator = True
     _em_what: ClassVar[str] = "EM"
+    #: the smallest noise variance, relative to the variance of the data
+    _noise_floor: ClassVar[float] = NOISE_FLOOR
 
     def __ddr_tags__(self) -> DDRTags:
         tags = super().__ddr_tags__()
@@ -315,7 +389,11 @@ class LatentGaussianModel(
         return EMState(self._model(), curve, int(self.n_iter_))
 
     def _fit_em(self, rows: Rows, q: int, resume: EMState | None) -> None:
-        """EM from ``resume`` or from :meth:`_start`; sets the fitted attributes."""
+        """EM from ``resume`` or from :meth:`_start`; sets the fitted attributes.
+
+        On complete data (the start's pass saw no missing value) EM runs on the client from
+        the moments of that pass: no further pass, whatever the number of iterations.
+        """
         if resume is not None and resume.params.W.shape != (rows.shape[1], q):
             d, k = resume.params.W.shape
             raise ValueError(
@@ -323,10 +401,14 @@ class LatentGaussianModel(
                 f"features and {k} components; this fit has {rows.shape[1]} features and asks "
                 f"for {q} components. Set warm_start=False to fit afresh"
             )
-        state = self._start(rows, q) if resume is None else resume
+        if resume is None:
+            state, var, moments = self._start(rows, q)
+        else:
+            state, var, moments = resume, None, None
+        problem = _EMProblem(self, floor=self._noise_floor, var=var, moments=moments)
         state = fit_em(
-            rows.data,
-            _EMProblem(self),
+            None if moments is not None else rows.data,
+            problem,
             state,
             tol=self.tol,
             max_iter=self.max_iter,
@@ -338,6 +420,26 @@ class LatentGaussianModel(
         self._set_model(state.params)
         self.n_iter_ = state.n_iter
         setattr(self, self._curve_name, np.asarray(state.loglik))
+        self._check_fit(state.params, problem)
+
+    def _check_fit(self, params: PPCAParams, problem: _EMProblem) -> None:
+        """Warnings about the fitted model (none by default)."""
+
+    def _check_components(self, q: int, n_samples: Any, n_features: int) -> int:
+        """``q`` if 1 <= q <= the tags' ``n_components_limit`` for data of this shape (the
+        limit ``ddr plan`` checks), else a ValueError saying why."""
+        n = None if n_samples is None or np.isnan(n_samples) else int(n_samples)
+        transformer = get_ddr_tags(self).transformer
+        assert transformer is not None
+        limit = transformer.n_components_limit(n, n_features)
+        if q < 1 or (limit is not None and q > limit[0]):
+            bound = "" if limit is None else f" <= {limit[1]} = {limit[0]}"
+            raise ValueError(
+                f"{type(self).__name__}: n_components must satisfy 1 <= n_components{bound}; "
+                f"got n_components={q}. More components than that are not identified by "
+                "data of this shape"
+            )
+        return q
 
     def _check_columns(self, count: np.ndarray) -> None:
         empty = np.flatnonzero(count == 0)

@@ -1,4 +1,4 @@
-"""Factor analysis by distributed EM: PPCA with a diagonal noise covariance (seed 004).
+"""Factor analysis: PPCA with a diagonal noise covariance (seed 004), at its maximum likelihood.
 
 Model: ``x = W z + mu + e``, ``z ~ N(0, I_q)``, ``e ~ N(0, Psi)`` with ``Psi = diag(psi)``,
 so ``x ~ N(mu, W W^T + Psi)``: each feature has a noise variance of its own, where PPCA pools
@@ -7,17 +7,19 @@ them into one ``sigma^2``.
 The fit:
 
 1. one pass of :class:`~ddr.stats.PairwiseMoments` (pairwise-complete when values are
-   missing) gives the covariance ``S``; on the client, scikit-learn's algorithm runs on it
-   (Barber 2012, 21.2.2: ``W`` from the top eigenvectors of ``Psi^{-1/2} S Psi^{-1/2}``, then
-   ``psi = diag(S - W W^T)``), d x d work per iteration and no pass over the data. On complete
-   data the likelihood depends on the data only through ``S``, so this is already the
-   maximum-likelihood fit;
-2. EM (:func:`ddr.em.fit_em`), each iteration ONE pass of
-   :class:`~ddr.stats.ppca_sums.PPCASums` with a per-feature noise (each row's posterior from
-   its observed entries only) and the M-step on the client: per feature, the regression of
-   the feature on ``[E z; 1]`` over the rows that observe it gives its loadings, its mean and
-   its noise variance; PX-EM then rescales W. On complete data the first pass confirms the
-   start (2 passes in all); with missing values EM continues from it.
+   missing) gives the covariance ``S``. On the client, the profile likelihood of the noise
+   variances (W at its best for each psi) is maximised by L-BFGS-B from the squared multiple
+   correlations (and ``n_init - 1`` more starts when asked), within a floor on each psi
+   (:data:`HEYWOOD_FLOOR` times its variance: Heywood cases stop there, with a warning naming
+   the features): :func:`fit_profile`, d x d work per step;
+2. EM (:func:`ddr.em.fit_em`, SQUAREM-accelerated, its stopping rule) from there. On complete
+   data the likelihood depends on the data only through ``S``: EM's iterations are computed
+   from it on the client (:meth:`~ddr.stats.ppca_sums.PPCASums.from_moments`), and the fit
+   reads the data **once**, whatever the number of iterations. With missing values each
+   iteration is ONE pass of :class:`~ddr.stats.ppca_sums.PPCASums` with a per-feature noise
+   (each row's posterior from its observed entries only) and the M-step on the client: per
+   feature, the regression of the feature on ``[E z; 1]`` over the rows that observe it
+   gives its loadings, its mean and its noise variance; PX-EM then rescales W.
 
 Fitted loadings are in canonical form (``W^T Psi^{-1} W`` diagonal and decreasing, as
 scikit-learn's; largest loading of each factor positive), then optionally rotated (varimax
@@ -28,50 +30,59 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy import linalg
+from scipy import linalg, optimize
 from sklearn.base import BaseEstimator
 from sklearn.decomposition._factor_analysis import _ortho_rotation
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ddr.base import FEATURE
-from ddr.decomposition._latent_gaussian import (
-    NOISE_FLOOR,
-    LatentGaussianModel,
-    loglik_from_moments,
-)
+from ddr.decomposition._latent_gaussian import DataMoments, LatentGaussianModel
 from ddr.em import EMState
 from ddr.linalg.signs import component_signs
 from ddr.stats import compute
 from ddr.stats._input import Rows
 from ddr.stats.pairwise_moments import PairwiseMoments
 from ddr.stats.ppca_sums import PPCAParams
-from ddr.tags import DDRTags, n_components_limit
+from ddr.tags import DDRTags
 
-__all__ = ["FactorAnalysis", "fit_covariance"]
+__all__ = ["HEYWOOD_FLOOR", "FactorAnalysis", "fit_profile"]
 
 logger = logging.getLogger(__name__)
 
 _LOG_2PI = float(np.log(2 * np.pi))
 _ROTATIONS = ("varimax", "quartimax")
-#: the covariance fit on the client stops at this fraction of EM's tol (see _start), or after
-#: this many iterations (max_iter counts the passes over the data)
-_CLIENT_TOL = 1e-3
-_CLIENT_MAX_ITER = 10_000
+#: the smallest noise variance of a feature, relative to its variance: the bound a Heywood
+#: case (a noise variance heading for 0, where the likelihood only tends to its supremum)
+#: stops at, with a warning naming the feature
+HEYWOOD_FLOOR = 1e-6
+#: iterations of the quasi-Newton maximisation of the profile likelihood on the client
+_PROFILE_MAX_ITER = 10_000
 
 
-def fit_covariance(
-    S: np.ndarray, q: int, psi: np.ndarray, *, tol: float, max_iter: int, floor: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Maximum-likelihood factor analysis of a covariance matrix (scikit-learn's algorithm).
+def fit_profile(
+    S: np.ndarray, q: int, psi: np.ndarray, floor: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, float, bool]:
+    """Maximum-likelihood factor analysis of a covariance matrix, on the client.
 
-    Each iteration: the top q eigenpairs ``(lambda, U)`` of ``Psi^{-1/2} S Psi^{-1/2}`` give
-    ``W = Psi^{1/2} U (max(lambda, 1) - 1)^{1/2}`` (the best W for this Psi), then ``psi =
-    max(diag(S) - diag(W W^T), floor)``; it stops when the log-likelihood per row rises by
-    less than ``tol`` (relative) and keeps the best iterate.
+    The likelihood is maximised over ``psi`` alone, W at its best for each ``psi`` (the
+    profile likelihood; Joreskog 1967, R's ``factanal``): with ``(lambda_i, u_i)`` the
+    eigenpairs of ``S~ = Psi^{-1/2} S Psi^{-1/2}`` and ``g_i = max(lambda_i, 1)`` for the q
+    largest, ``W = Psi^{1/2} U_q (G - 1)^{1/2}`` and
+
+        -2/n log L = d log 2 pi + sum log psi + sum_q (log g_i + lambda_i / g_i)
+                     + sum_{rest} lambda_i,
+
+    whose gradient in ``log psi_j`` is ``sum_i w_i u_ji^2`` with ``w_i = 1 - lambda_i``, 0 for
+    the q largest where ``lambda_i > 1``. L-BFGS-B in ``log psi`` within ``[floor, diag S]``:
+    quasi-Newton steps reach a noise variance at its floor (a Heywood case) in a few
+    iterations, where EM creeps towards it over tens of thousands. One symmetric
+    eigendecomposition per evaluation: d x d work, no pass over the data.
 
     Parameters
     ----------
@@ -80,9 +91,7 @@ def fit_covariance(
     q : int
         Number of factors, at most d.
     psi : ndarray of shape (d,)
-        Starting noise variances.
-    tol : float
-    max_iter : int
+        Starting noise variances (moved inside the bounds).
     floor : ndarray of shape (d,)
         Smallest noise variance of each feature.
 
@@ -90,32 +99,45 @@ def fit_covariance(
     -------
     W : ndarray of shape (d, q)
     psi : ndarray of shape (d,)
+    value : float
+        ``-2/n log L`` at the result, less ``d log 2 pi``.
     converged : bool
+        Whether L-BFGS-B met its tolerances.
     """
     d = S.shape[0]
-    var = np.diag(S).copy()
-    best: Any = None  # (W, psi, loglik) of the best iterate so far
-    for _ in range(max_iter):
-        sd = np.sqrt(psi)
-        St = S / np.outer(sd, sd)
-        lam, U = linalg.eigh(St, subset_by_index=(d - q, d - 1))
-        gain = np.maximum(lam, 1.0)
-        W = sd[:, None] * U * np.sqrt(gain - 1.0)
-        # log|C| = sum log psi + sum log gain; tr(C^-1 S) = tr(St) - sum lam + sum lam / gain
-        ll = -0.5 * float(
-            d * _LOG_2PI
-            + np.log(psi).sum()
-            + np.log(gain).sum()
-            + np.trace(St)
-            - lam.sum()
-            + (lam / gain).sum()
-        )
-        if best is not None and ll - best[2] <= tol * abs(ll):
-            W, psi, _ = max(best, (W, psi, ll), key=lambda b: b[2])
-            return W, psi, True
-        best = (W, psi, ll)
-        psi = np.maximum(var - np.einsum("ij,ij->i", W, W), floor)
-    return best[0], best[1], False
+    var = np.maximum(np.diag(S), floor)
+    lo, hi = np.log(floor), np.log(var)
+
+    def parts(t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        sd = np.exp(0.5 * t)
+        lam, U = linalg.eigh(S / np.outer(sd, sd))
+        return lam, U
+
+    def objective(t: np.ndarray) -> tuple[float, np.ndarray]:
+        lam, U = parts(t)
+        top = lam[d - q :]
+        g = np.maximum(top, 1.0)
+        value = float(t.sum() + np.log(g).sum() + (top / g).sum() + lam[: d - q].sum())
+        w = 1.0 - lam
+        w[d - q :][top > 1.0] = 0.0
+        return value, (U * U) @ w
+
+    t0 = np.clip(np.log(np.maximum(psi, floor)), lo, hi)
+    res = optimize.minimize(
+        objective,
+        t0,
+        jac=True,
+        method="L-BFGS-B",
+        bounds=list(zip(lo, hi, strict=True)),
+        options={"maxiter": _PROFILE_MAX_ITER, "ftol": 1e-15, "gtol": 1e-10},
+    )
+    t = np.clip(res.x, lo, hi)
+    lam, U = parts(t)
+    sd = np.exp(0.5 * t)
+    gain = np.maximum(lam[d - q :], 1.0)
+    W = sd[:, None] * U[:, d - q :] * np.sqrt(gain - 1.0)
+    value, _ = objective(t)
+    return W[:, ::-1].copy(), np.exp(t), value, bool(res.success)
 
 
 def _canonical(W: np.ndarray, psi: np.ndarray) -> np.ndarray:
@@ -129,20 +151,34 @@ def _input_width(n_samples: Any, n_features: Any) -> Any:
     return n_features
 
 
+def _factor_limit(n_samples: Any, n_features: Any) -> tuple[int, str] | None:
+    """At most ``n_features`` factors, and fewer than ``n_samples``."""
+    if not n_features:
+        return None
+    if n_samples and n_samples - 1 < n_features:
+        return n_samples - 1, "n_samples - 1"
+    return n_features, "n_features"
+
+
 class FactorAnalysis(LatentGaussianModel, BaseEstimator):
-    """Factor analysis fitted by distributed EM; missing values (NaN) allowed.
+    """Factor analysis: one pass on complete data, EM with missing values (NaN allowed).
 
     Parameters
     ----------
     n_components : int or None, default=None
-        Number of factors q, ``1 <= q <= n_features``. None means ``n_features``.
+        Number of factors q, ``1 <= q <= n_features`` and ``q < n_samples``. None means
+        ``n_features``.
     tol : float, default=1e-9
-        Iterations stop when the log-likelihood rises by less than ``tol * |loglik|``
-        (relative, where scikit-learn's ``tol`` is absolute), on the client as in EM.
+        The stopping rule of :mod:`ddr.em`: EM stops when the log-likelihood's last gain and
+        its estimated gain still to come are both below ``tol * |loglik|`` (relative, where
+        scikit-learn's ``tol`` is absolute).
     max_iter : int, default=1000
-        Maximum number of EM iterations (each one pass over the data).
+        Maximum number of EM iterations: passes over the data with missing values, on the
+        client on complete data.
     noise_variance_init : array-like of shape (n_features,) or None, default=None
-        Starting noise variances; None starts from the variances of the features.
+        Starting noise variances of the first start. None starts from the squared multiple
+        correlations, ``(1 - q / (2 d)) / diag(S^{-1})`` (R's ``factanal``; the variances of
+        the features where S is singular).
     rotation : {"varimax", "quartimax"} or None, default=None
         Orthogonal rotation of the fitted factors (scikit-learn's, same criteria); it
         changes ``components_`` and ``transform``'s coordinates, not the model.
@@ -150,6 +186,15 @@ class FactorAnalysis(LatentGaussianModel, BaseEstimator):
         When already fitted, ``fit`` continues EM from the fitted model (its parameters,
         ``loglike_`` and ``n_iter_``) for at most ``max_iter`` more passes: a fit stopped by
         ``max_iter``, or saved and loaded, resumes where it stopped.
+    n_init : int, default=1
+        Starts of the maximisation of the likelihood of the covariance, the best kept: the
+        first from ``noise_variance_init``, the others from noise variances drawn uniformly
+        between 0.05 and 0.95 times each feature's variance. The likelihood of factor
+        analysis has local maxima (more often with q close to d, or Heywood cases): more
+        starts find the highest more surely. They cost no pass over the data (with missing
+        values they are compared on the pairwise-complete covariance, and EM runs once).
+    random_state : int, RandomState instance or None, default=None
+        The draws of the starts after the first.
 
     Attributes
     ----------
@@ -157,25 +202,35 @@ class FactorAnalysis(LatentGaussianModel, BaseEstimator):
         The loadings W^T (factors by decreasing ``W^T Psi^{-1} W``, largest loading
         positive, then rotated if asked).
     noise_variance_ : ndarray of shape (n_features,)
-        psi, each feature's noise variance.
+        psi, each feature's noise variance (at least ``HEYWOOD_FLOOR`` times its variance).
     mean_ : ndarray of shape (n_features,)
     loglike_ : ndarray of shape (n_iter,)
-        Log-likelihood of the observed entries, summed over rows, at the start of each EM
-        iteration.
+        Log-likelihood of the observed entries, summed over rows, at each EM iteration (the
+        trace of :func:`ddr.em.fit_em`: never decreasing).
     n_iter_ : int
-        EM iterations (passes after the start).
+        EM iterations (on the client for complete data).
     n_components_, n_features_in_ : int
 
     Notes
     -----
-    Passes over the data: ``n_iter_ + 1`` (the pairwise moments of the start, one per EM
-    iteration); 2 on complete data. Missing values are handled as in :class:`~ddr.PPCA`:
-    exact per-row posteriors from the observed entries, :meth:`impute` for the conditional
-    expectations. A feature with zero variance (constant) is refused: its noise variance
-    would be 0 and the likelihood unbounded.
+    Passes over the data: **1 on complete data**, whatever the number of iterations: the
+    first pass (pairwise-complete moments) gives the covariance S, on which the likelihood of
+    complete data depends alone; the maximum is found on the client, first by L-BFGS-B on
+    the profile likelihood of the noise variances (:func:`fit_profile`), then by EM
+    iterations computed from S (:meth:`~ddr.stats.ppca_sums.PPCASums.from_moments`,
+    accelerated, to the stopping rule of :mod:`ddr.em`). With missing values, that fit of
+    the pairwise-complete covariance is the start, and each EM iteration is one pass
+    (``n_iter_ + 1`` in all): exact per-row posteriors from the observed entries, as
+    :class:`~ddr.PPCA`; :meth:`impute` gives the conditional expectations.
+
+    A noise variance that reaches its floor, ``HEYWOOD_FLOOR`` (1e-6) times the feature's
+    variance, is a Heywood case: the likelihood keeps rising as it goes to 0, the factors
+    explaining all of that feature's variance. The fit stops at the floor and warns, naming
+    the features. A feature with zero variance (constant) is refused.
     """
 
     _em_what: ClassVar[str] = "FactorAnalysis (EM)"
+    _noise_floor: ClassVar[float] = HEYWOOD_FLOOR
 
     def __init__(
         self,
@@ -186,6 +241,8 @@ class FactorAnalysis(LatentGaussianModel, BaseEstimator):
         noise_variance_init: Any = None,
         rotation: str | None = None,
         warm_start: bool = False,
+        n_init: int = 1,
+        random_state: Any = None,
     ) -> None:
         self.n_components = n_components
         self.tol = tol
@@ -193,6 +250,8 @@ class FactorAnalysis(LatentGaussianModel, BaseEstimator):
         self.noise_variance_init = noise_variance_init
         self.rotation = rotation
         self.warm_start = warm_start
+        self.n_init = n_init
+        self.random_state = random_state
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
@@ -201,6 +260,8 @@ class FactorAnalysis(LatentGaussianModel, BaseEstimator):
         "noise_variance_init": ["array-like", None],
         "rotation": [StrOptions(set(_ROTATIONS)), None],
         "warm_start": ["boolean"],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
     }
 
     def __ddr_tags__(self) -> DDRTags:
@@ -209,7 +270,7 @@ class FactorAnalysis(LatentGaussianModel, BaseEstimator):
         if self.n_components is None:  # one factor per feature
             tags.transformer.width = _input_width
         tags.transformer.component_prefix = "F"
-        tags.transformer.n_components_limit = n_components_limit("n_features")
+        tags.transformer.n_components_limit = _factor_limit
         tags.loglik_attribute = "loglike_"
         tags.xarray_dims = {
             "components_": ("component", FEATURE),
@@ -221,19 +282,14 @@ class FactorAnalysis(LatentGaussianModel, BaseEstimator):
     # ---------------------------------------------------------------------- fit
     def _check_shape(self, n_samples: int, n_features: int) -> int:
         name = type(self).__name__
-        if n_samples < 2:
+        if not np.isnan(n_samples) and n_samples < 2:
             raise ValueError(f"{name} needs at least 2 samples; got n_samples={n_samples}")
         q = n_features if self.n_components is None else int(self.n_components)
-        if q > n_features:
-            raise ValueError(
-                f"{name}: n_components must satisfy 1 <= n_components <= n_features="
-                f"{n_features}; got n_components={q}"
-            )
-        return q
+        return self._check_components(q, n_samples, n_features)
 
-    def _noise_init(self, var: np.ndarray) -> np.ndarray:
+    def _noise_init(self, var: np.ndarray) -> np.ndarray | None:
         if self.noise_variance_init is None:
-            return var.copy()
+            return None
         psi = np.asarray(self.noise_variance_init, dtype=np.float64)
         if psi.shape != var.shape:
             raise ValueError(
@@ -247,8 +303,27 @@ class FactorAnalysis(LatentGaussianModel, BaseEstimator):
             )
         return psi
 
-    def _start(self, rows: Rows, q: int) -> EMState:
-        """ML factor analysis of the pairwise-complete covariance: one pass, then the client."""
+    def _starts(self, S: np.ndarray, q: int) -> list[np.ndarray]:
+        """The starting noise variances: ``noise_variance_init`` or the squared multiple
+        correlations, then ``n_init - 1`` draws."""
+        var = np.diag(S)
+        d = var.size
+        first = self._noise_init(var)
+        if first is None:
+            first = var.copy()
+            try:  # squared multiple correlations, scaled as factanal does
+                smc = (1.0 - 0.5 * q / d) / np.diag(linalg.inv(S, check_finite=False))
+                if np.all(np.isfinite(smc)) and np.all(smc > 0):
+                    first = smc
+            except (linalg.LinAlgError, ValueError):  # singular: the variances
+                pass
+        rng = check_random_state(self.random_state)
+        return [first] + [var * rng.uniform(0.05, 0.95, d) for _ in range(self.n_init - 1)]
+
+    def _start(self, rows: Rows, q: int) -> tuple[EMState, np.ndarray, DataMoments | None]:
+        """One pass of pairwise moments, then the maximum likelihood of their covariance on
+        the client: the fit itself on complete data (the moments go back for EM's client-side
+        iterations), EM's start with missing values."""
         started = time.perf_counter()
         pm = compute(PairwiseMoments, rows.data)  # the one start pass
         self._check_columns(pm.count)
@@ -263,30 +338,58 @@ class FactorAnalysis(LatentGaussianModel, BaseEstimator):
                 "which would be 0 there (an unbounded likelihood). Drop constant features "
                 "before fitting"
             )
-        # three digits beyond EM's tol: with a linear rate r the distance left to the
-        # optimum is the last rise times r / (1 - r), under tol for rates up to 0.999, so
-        # the EM pass that follows confirms the start instead of creeping on from it
-        W, psi, converged = fit_covariance(
-            S,
-            q,
-            self._noise_init(var),
-            tol=_CLIENT_TOL * self.tol,
-            max_iter=_CLIENT_MAX_ITER,
-            floor=NOISE_FLOOR * var,
-        )
+        complete = float(pm.pair_count.min()) == pm.n_rows
+        if complete:
+            self._check_rank(S, q)
+        floor = HEYWOOD_FLOOR * var
+        best: tuple[float, np.ndarray, np.ndarray] | None = None
+        for psi0 in self._starts(S, q):
+            W, psi, value, _ = fit_profile(S, q, psi0, floor)
+            if best is None or value < best[0]:
+                best = (value, W, psi)
+        assert best is not None
+        _, W, psi = best
         logger.info(
-            "FactorAnalysis (EM): starting point from one pass of pairwise moments and the "
-            "covariance fit on the client (%s; %.2f s)",
-            "converged" if converged else f"not converged in max_iter={self.max_iter}",
+            "FactorAnalysis: the likelihood of the covariance of one pass maximised on the "
+            "client (%d start(s), %.2f s)%s",
+            self.n_init,
             time.perf_counter() - started,
+            "" if complete else "; EM goes on over the data (missing values)",
         )
-        params = PPCAParams(W, pm.mean, psi)
-        if not (converged and float(pm.pair_count.min()) == pm.n_rows):
-            return EMState(params)
-        # complete data: the covariance fit is the ML fit, and its likelihood from the
-        # moments lets the first EM pass confirm convergence
-        return EMState(
-            params, start_loglik=loglik_from_moments(pm.n_rows, pm.covariance(), pm.mean, params)
+        state = EMState(PPCAParams(W, pm.mean, psi))
+        moments = DataMoments(float(pm.n_rows), pm.mean, S) if complete else None
+        return state, var, moments
+
+    def _check_rank(self, S: np.ndarray, q: int) -> None:
+        """Warn when the data cannot identify q factors: q at least their rank."""
+        lam = linalg.eigvalsh(S)
+        rank = int(np.sum(lam > lam[-1] * S.shape[0] * np.finfo(np.float64).eps))
+        if q >= rank:
+            warnings.warn(
+                f"{type(self).__name__}: n_components={q} is at least the rank of the data "
+                f"({rank}): the factors can reproduce the data exactly and the noise variances "
+                "are not identified (they go to their floor). Use fewer factors",
+                UserWarning,
+                stacklevel=6,
+            )
+
+    def _check_fit(self, params: PPCAParams, problem: Any) -> None:
+        """A Heywood case: warn, naming the features whose noise variance is at its floor."""
+        floor = problem.floor_for(params)
+        at = np.flatnonzero(np.asarray(params.s2) <= floor * (1.0 + 1e-6))
+        if not at.size:
+            return
+        names = getattr(self, "feature_names_in_", None)
+        shown = [str(names[j]) if names is not None else int(j) for j in at[:10]]
+        warnings.warn(
+            f"{type(self).__name__}: Heywood case: the noise variance of feature(s) {shown}"
+            f"{' ...' if at.size > 10 else ''} ({at.size} in all) reached its floor "
+            f"({HEYWOOD_FLOOR:g} times the feature's variance): the factors explain all of "
+            "its variance, and the likelihood would rise further as the noise variance goes "
+            "to 0. The fit is the maximum with that bound; fewer factors, or dropping these "
+            "features, may give an interior maximum",
+            UserWarning,
+            stacklevel=5,
         )
 
     def _set_model(self, params: PPCAParams) -> None:

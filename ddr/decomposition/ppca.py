@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
@@ -36,6 +37,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ddr.base import FEATURE, FitPlan, fit_context
 from ddr.decomposition._latent_gaussian import (
     NOISE_FLOOR,
+    DataMoments,
     LatentGaussianModel,
     loglik_from_moments,
 )
@@ -68,7 +70,13 @@ def _all_but_one(n_samples: Any, n_features: Any) -> int | None:
 
 
 def _all_but_one_limit(n_samples: Any, n_features: Any) -> tuple[int, str] | None:
-    return (n_features - 1, "n_features - 1") if n_features else None
+    """Fewer components than features (sigma^2 is the discarded directions') and than
+    samples."""
+    if not n_features:
+        return None
+    if n_samples and n_samples - 1 < n_features - 1:
+        return n_samples - 1, "n_samples - 1"
+    return n_features - 1, "n_features - 1"
 
 
 class PPCA(LatentGaussianModel, BaseEstimator):
@@ -182,16 +190,10 @@ class PPCA(LatentGaussianModel, BaseEstimator):
                 f"{name} needs at least 2 features (one latent direction and noise); got "
                 f"n_features={n_features}"
             )
-        if n_samples < 2:
+        if not np.isnan(n_samples) and n_samples < 2:
             raise ValueError(f"{name} needs at least 2 samples; got n_samples={n_samples}")
         q = n_features - 1 if self.n_components is None else int(self.n_components)
-        if not q < n_features:
-            raise ValueError(
-                f"{name}: n_components must satisfy 1 <= n_components < n_features="
-                f"{n_features} (sigma^2 is estimated from the discarded directions); got "
-                f"n_components={q}"
-            )
-        return q
+        return self._check_components(q, n_samples, n_features)
 
     # ---------------------------------------------------------------------- fit
     @fit_context
@@ -236,8 +238,13 @@ class PPCA(LatentGaussianModel, BaseEstimator):
         self.loglik_curve_ = np.array([ll])
         return self
 
-    def _start(self, rows: Rows, q: int) -> EMState:
-        """The EM start, from one pass: ``pca`` (pairwise moments, closed form) or ``random``."""
+    def _start(self, rows: Rows, q: int) -> tuple[EMState, np.ndarray, DataMoments | None]:
+        """The EM start, from one pass: ``pca`` (pairwise moments, closed form) or ``random``.
+
+        With ``pca`` on complete data the moments of that pass go back with the start: EM's
+        iterations then run on the client (the start is the closed-form optimum: the first
+        confirms it).
+        """
         if self.init == "pca":
             start = time.perf_counter()
             pm = compute(PairwiseMoments, rows.data)  # the one init pass
@@ -247,23 +254,39 @@ class PPCA(LatentGaussianModel, BaseEstimator):
             )
             self._check_columns(pm.count)
             params, exact_ml = self._pca_start(pm, q)
+            cov = np.nan_to_num(pm.covariance(), nan=0.0)
+            var = np.diag(cov).copy()
+            if float(pm.pair_count.min()) != pm.n_rows:  # missing values: EM over the data
+                return EMState(params), var, None
+            moments = DataMoments(float(pm.n_rows), pm.mean, cov)
             if not exact_ml:
-                return EMState(params)
-            # complete data: the start is the closed-form ML solution; its likelihood from
-            # the moments lets the first EM pass confirm convergence
-            return EMState(
-                params,
-                start_loglik=loglik_from_moments(pm.n_rows, pm.covariance(), pm.mean, params),
-            )
+                return EMState(params), var, moments
+            # the closed-form ML solution: its likelihood from the moments lets the first
+            # (client-side) iteration confirm convergence
+            ll = loglik_from_moments(pm.n_rows, cov, pm.mean, params)
+            return EMState(params, start_loglik=ll), var, moments
         # a random W around the data's mean and at its scale, from one pass of diagonal
         # moments: a start at the origin is not translation-equivariant (on data at a 1e8
         # offset EM from mu = 0 cancels every digit of its first residuals and stalls)
         mom = compute(Moments.spec(diagonal=True, nan_policy="omit"), rows.data)
         self._check_columns(mom.count)
-        scale = max(float(np.mean(mom.variance(0))), np.finfo(float).tiny)
+        var = np.asarray(mom.variance(0), dtype=np.float64)
+        scale = max(float(np.mean(var)), np.finfo(float).tiny)
         rng = np.random.default_rng(self.random_state)
         W = rng.standard_normal((rows.shape[1], q)) * np.sqrt(scale)
-        return EMState(PPCAParams(W, mom.mean.copy(), scale))
+        return EMState(PPCAParams(W, mom.mean.copy(), scale)), var, None
+
+    def _check_fit(self, params: PPCAParams, problem: Any) -> None:
+        """Warn when sigma^2 is not identified: the data have rank at most q."""
+        if float(params.s2) <= float(problem.floor_for(params)) * (1.0 + 1e-6):
+            warnings.warn(
+                f"{type(self).__name__}: the noise variance reached its floor "
+                f"({NOISE_FLOOR:g} times the mean variance of the features): the data have rank "
+                f"at most n_components={params.q}, so sigma^2 is not identified (the "
+                "likelihood is unbounded as it goes to 0). Use fewer components",
+                UserWarning,
+                stacklevel=5,
+            )
 
     def _pca_start(self, pm: PairwiseMoments, q: int) -> tuple[PPCAParams, bool]:
         """Closed-form solution of the pairwise-complete covariance, and whether it is the

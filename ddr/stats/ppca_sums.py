@@ -777,6 +777,64 @@ class PPCASums(Statistic):
             a.zz_all(),
         )
 
+    @classmethod
+    def from_moments(
+        cls, n: float, mean: np.ndarray, covariance: np.ndarray, *, params: PPCAParams
+    ) -> Self:
+        """The E-step sums of n complete rows from their mean and covariance alone.
+
+        On complete data every sum is a quadratic function of the rows: with ``e = mean -
+        mu`` and ``T = sum y y^T = n (S + e e^T)``, ``B^T B = W'^T T W'``, ``Y^T B = T W'``,
+        ``sum b = n W'^T e``: the sums :meth:`from_block` accumulates, to round-off, with
+        O(d^2 q) work and no pass over the rows (factor analysis of complete data runs its
+        EM iterations on the client this way).
+
+        Parameters
+        ----------
+        n : float
+            Rows.
+        mean : ndarray of shape (d,)
+        covariance : ndarray of shape (d, d)
+            Their covariance with ddof=0.
+        params : PPCAParams
+            The current parameters.
+
+        Returns
+        -------
+        PPCASums
+            Without missing entries (``zz_feature`` empty).
+        """
+        d, q = params.W.shape
+        unit, inv_sd = params.whitened()
+        a = _Acc(d, q, unit, inv_sd)
+        e = np.asarray(mean, dtype=np.float64) - params.mu
+        w = a.w_products
+        Sw = covariance @ w
+        ew = e @ w
+        G1 = np.empty((q + 1, q + 1))
+        G1[:q, :q] = n * (w.T @ Sw + np.outer(ew, ew))
+        G1[:q, q] = G1[q, :q] = n * ew
+        G1[q, q] = n
+        YB1 = np.empty((d, q + 1))
+        YB1[:, :q] = n * (Sw + np.outer(e, ew))
+        YB1[:, q] = n * e
+        a.add_products(G1, YB1, n * (np.diagonal(covariance) + e * e))
+        loglik = a.loglik
+        if inv_sd is not None:
+            loglik -= 0.5 * float(a.count @ np.log(params.s2))
+        return cls(
+            int(n),
+            0,
+            float(a.count.sum()),
+            a.count,
+            loglik,
+            a.zz_shared,
+            np.zeros((0, q + 1, q + 1)),
+            a.yz,
+            a.yy,
+            a.zz_total,
+        )
+
     _fields_as: ClassVar[dict[str, str]] = {
         **dict.fromkeys(("count", "zz_shared", "zz_feature", "yz", "yy", "zz_total"), "float64"),
         "n_rows": "int", "n_empty": "int", "n_obs": "float", "loglik": "float",
