@@ -84,7 +84,8 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+    # the public names only (not this module's own imports: os, Any, Mapping, ...)
+    return sorted(["__version__", *_EXPORTS])
 
 
 __all__ = sorted(_EXPORTS)

@@ -119,3 +119,12 @@ def test_relative_links_lead_to_files(page):
     targets = re.findall(r"\]\(([^)\s#]+)(?:#[^)]*)?\)", path.read_text())
     missing = [t for t in targets if "://" not in t and not (path.parent / t).exists()]
     assert not missing, f"{page} links to files that do not exist: {missing}"
+
+
+def test_dir_of_the_package_lists_its_public_names_only():
+    """``dir(ddr)`` shows what users can use, not the module's own imports."""
+    import ddr
+
+    names = dir(ddr)
+    assert "PCA" in names and "load" in names and "__version__" in names
+    assert not {"os", "Any", "Mapping", "TYPE_CHECKING", "annotations", "importlib"} & set(names)
