@@ -1,6 +1,9 @@
-"""Probabilistic latent semantic analysis (Hofmann 1999) of word counts larger than memory.
+"""Probabilistic latent semantic analysis (Hofmann 1999) of word counts (or any non-negative
+weights, such as tf-idf) larger than memory.
 
-The fit is :func:`ddr.em.fit_em` with the E-step statistic :class:`ddr.stats.PLSASums`:
+The start is NNDSVD-style topics from a randomized SVD of the weights (``nndsvda_topics``,
+a few passes) or random ones. The fit is :func:`ddr.em.fit_em` with the E-step statistic
+:class:`ddr.stats.PLSASums`:
 Hofmann's EM, one pass per iteration. Each block takes its documents' mixtures ``P(z | d)``
 from the previous pass, sums the expected topic-word counts and gives the mixtures' next
 values, which stay beside the block (``ddr.stats.compute_with_rows``: n_documents x K
@@ -117,9 +120,12 @@ class _EMProblem:
 class PLSA(FitThenTransform, ComponentTransformer, BaseEstimator):
     """Probabilistic latent semantic analysis: topics of word counts, by EM, out of core.
 
-    The model: ``P(w | d) = sum_z P(z | d) P(w | z)`` for the count of word ``w`` in
-    document ``d`` (Hofmann 1999; seed 004). Each EM iteration is one pass over the
-    documents, of cost O(stored counts x K); the mixtures ``P(z | d)`` of the training
+    The model: ``P(w | d) = sum_z P(z | d) P(w | z)`` for the count (or any non-negative
+    weight, such as tf-idf) of word ``w`` in document ``d`` (Hofmann 1999; seed 004): EM
+    maximises ``sum n(d, w) log P(w | d)``, the model of scikit-learn's
+    ``NMF(beta_loss="kullback-leibler")`` and ``LatentDirichletAllocation`` without its
+    priors. Each EM iteration is one pass over the documents, of cost O(stored values x
+    K); the mixtures ``P(z | d)`` of the training
     documents are kept between passes (n_samples x K floats: on the workers for dask input)
     and dropped after the fit (see ``ddr.stats.plsa_sums``).
 
@@ -133,7 +139,7 @@ class PLSA(FitThenTransform, ComponentTransformer, BaseEstimator):
         EM iterations (passes) per initialisation.
     init : {"nndsvda", "random"}, default="nndsvda"
         The initial topics (the mixtures start uniform). ``"nndsvda"``: from the leading
-        right singular vectors of X (:func:`nndsvda_topics`; a randomized SVD of
+        right singular vectors of X (``ddr.decomposition.plsa.nndsvda_topics``; a randomized SVD of
         ``_SVD_POWER_ITER + 1 = 3`` passes, fewer for narrow X), as scikit-learn's NMF
         starts by default; on the demo corpora EM then reached the best optimum of ten
         random starts in 70-90 iterations, where random starts took 200-1000 and some
@@ -163,8 +169,9 @@ class PLSA(FitThenTransform, ComponentTransformer, BaseEstimator):
 
     Notes
     -----
-    Counts must be non-negative whole numbers (a ValueError otherwise, raised in the pass
-    that reads them); empty documents contribute nothing and get uniform mixtures. Input may
+    Weights must be non-negative (a ValueError otherwise, raised in the pass that reads
+    them); whole numbers are not needed. Empty documents contribute nothing and get uniform
+    mixtures. Input may
     be numpy, dask or xarray rows, an in-memory scipy.sparse matrix or a dask array of CSR
     blocks (:func:`ddr.io.open_csr`), never densified. ``transform`` gives ``P(topic |
     document)`` by folding in, blockwise and lazy for dask input; words that no topic emits
@@ -222,7 +229,7 @@ class PLSA(FitThenTransform, ComponentTransformer, BaseEstimator):
         ----------
         X : array-like, scipy.sparse matrix, dask array (dense or of CSR blocks) or
             DataArray, shape (n_samples, n_features)
-            Word counts.
+            Word counts or other non-negative weights.
         y : ignored
         sample_dim : hashable, optional
             The sample dim of a DataArray X.
@@ -322,7 +329,7 @@ class PLSA(FitThenTransform, ComponentTransformer, BaseEstimator):
         Parameters
         ----------
         X : array-like, scipy.sparse matrix, dask array or DataArray, shape (n_samples, n_features)
-            Counts (documents x words).
+            Counts or other non-negative weights (documents x words).
         sample_dim : hashable, optional
             The sample dim of a DataArray X (default: its first dim).
 

@@ -45,7 +45,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 import scipy.sparse
 
-from ddr.stats._sparse import as_csr64
+from ddr.stats._sparse import as_csr64, check_sparse_block
 from ddr.stats.base import FEATURE_DIM, CheckData, Statistic
 
 __all__ = ["PLSASums", "check_weights", "fold_in"]
@@ -60,7 +60,7 @@ _CHUNK_BYTES = 320 * 1024
 
 
 def check_weights(X: Any, whom: str) -> scipy.sparse.csr_matrix:
-    """A block of weights (dense or CSR) as float64 CSR, or a ValueError for negative values.
+    """A block of weights (dense or CSR) as CSR, or a ValueError for negative values.
 
     Parameters
     ----------
@@ -72,11 +72,15 @@ def check_weights(X: Any, whom: str) -> scipy.sparse.csr_matrix:
     Returns
     -------
     csr_matrix of shape (n_rows, n_words)
-        Float64 values (NaN and infinity are refused by :func:`~ddr.stats._sparse.as_csr64`).
+        Float32 values kept as they are (every product with them is float64: the same
+        numbers as a float64 copy, without the copy), other dtypes as float64; NaN and
+        infinity are refused (:func:`~ddr.stats._sparse.check_sparse_block`).
     """
-    X = as_csr64(scipy.sparse.csr_matrix(X) if not scipy.sparse.issparse(X) else X)
-    bad = X.data[X.data < 0]
-    if bad.size:
+    X = check_sparse_block(scipy.sparse.csr_matrix(X) if not scipy.sparse.issparse(X) else X)
+    if X.dtype not in (np.float32, np.float64):
+        X = as_csr64(X)
+    if X.data.size and X.data.min() < 0:
+        bad = X.data[X.data < 0]
         raise ValueError(
             f"Negative values in data passed to {whom}: pLSA models non-negative weights "
             f"(counts or tf-idf); got {bad.size} negative value(s), e.g. {bad[:3].tolist()}"
@@ -388,7 +392,8 @@ class PLSASums(Statistic):
         cls, X: Any, topics: np.ndarray, theta: np.ndarray, ratio: Any, loglik: np.ndarray
     ) -> Self:
         topic_word = topics * np.asarray((ratio.T @ theta).T)
-        return cls(topic_word, float(loglik.sum()), float(X.shape[0]), float(X.data.sum()))
+        total = float(X.data.sum(dtype=np.float64))
+        return cls(topic_word, float(loglik.sum()), float(X.shape[0]), total)
 
     @classmethod
     def value_nbytes(cls, n_features: int, n_classes: int = 1, **options: Any) -> int:
