@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 import dask
 import dask.array as da
@@ -147,6 +147,144 @@ def test_progress_records_say_iteration_loglik_and_resumption(rng, caplog):
     assert "change +" in records[1][0] and "change +" in records[2][0]
     assert records[-1][0].startswith("mixture (EM): stopped at max_iter=2 without converging")
     assert records[-1][1].finished
+
+
+# ------------------------------------------------------------------ the stopping rule
+class _Point(NamedTuple):
+    loglik: float
+    x: np.ndarray
+
+
+class LinearMap:
+    """An EM-like map on the client (``fit_em(None, ...)``): ``F(x) = x* + J (x - x*)`` and a
+    quadratic log-likelihood ``L(x) = -c - |x - x*|^2 / 2``. J has a slow real eigenvalue
+    (0.999) and a faster rotating pair, whose gains oscillate around their trend."""
+
+    def __init__(self, slow: float = 0.999) -> None:
+        theta = 0.9
+        rot = 0.9 * np.array([[np.cos(theta), -np.sin(theta)], [np.sin(theta), np.cos(theta)]])
+        self.J = np.zeros((3, 3))
+        self.J[0, 0] = slow
+        self.J[1:, 1:] = rot
+        self.optimum = np.array([1.0, -2.0, 0.5])
+        self.c = 1.0e4
+
+    def loglik(self, x: np.ndarray) -> float:
+        return -self.c - 0.5 * float(np.sum((x - self.optimum) ** 2))
+
+    def expectation(self, x: np.ndarray) -> Any:
+        return _Point(self.loglik(x), x)
+
+    def statistic(self, x: np.ndarray) -> Any:
+        raise AssertionError("a client-side problem makes no pass")
+
+    def m_step(self, stat: Any, x: np.ndarray) -> np.ndarray:
+        return self.optimum + self.J @ (stat.x - self.optimum)
+
+
+class LinearMapVectors(LinearMap):
+    """The map in SQUAREM's coordinates, with real eigenvalues 0.999, 0.5 and 0.3 (a
+    rotating fast pair defeats SQUAREM's one step length: it amplifies the pair when it
+    extrapolates along the slow direction, and the step is refused)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.J = np.diag([0.999, 0.5, 0.3])
+
+    def to_vector(self, x: np.ndarray) -> np.ndarray:
+        return x
+
+    def from_vector(self, v: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return v
+
+
+KW = dict(logger=logging.getLogger("ddr.test"), what="test (EM)", owner="test")
+
+
+def test_the_stopping_rule_is_not_fooled_by_slow_linear_convergence():
+    """At a rate of 0.999 the last gain is 1/500 of what is left: a rule on the gain alone
+    stops 500 times too far from the optimum. The windowed Aitken estimate stops within tol
+    (relative) of it, through the oscillating gains of the faster components; the client
+    iterations read nothing."""
+    problem = LinearMap()
+    start = np.array([3.0, 1.0, -1.0])
+    tol = 1e-10
+    state = fit_em(None, problem, EMState(start), tol=tol, max_iter=100_000, **KW)
+    assert state.converged and len(state.loglik) == state.n_iter
+    bound = tol * problem.c
+    gap = -problem.c - state.loglik[-1]
+    assert gap <= 2 * bound
+    assert state.remaining is not None and state.remaining <= bound
+    # where the usual rule (last gain <= tol |loglik|) stops on the same trace
+    curve = np.asarray(state.loglik)
+    naive = int(np.argmax(np.diff(curve) <= tol * np.abs(curve[1:]))) + 1
+    assert -problem.c - curve[naive] > 100 * bound
+    assert np.all(np.diff(curve) >= 0)
+
+
+def test_squarem_reaches_the_same_optimum_in_fewer_iterations():
+    """SQUAREM on the same map: the same optimum (to tol), a fraction of the iterations, a
+    never-decreasing trace; without vectors, or with accelerate=False, plain EM."""
+    start = np.array([3.0, 1.0, -1.0])
+    tol = 1e-10
+    plain = fit_em(None, LinearMapVectors(), EMState(start), tol=tol, max_iter=100_000,
+                   accelerate=False, **KW)  # fmt: skip
+    fast = fit_em(None, LinearMapVectors(), EMState(start), tol=tol, max_iter=100_000, **KW)
+    bound = tol * 1e4
+    assert plain.converged and fast.converged
+    for state in (plain, fast):
+        assert -1e4 - state.loglik[-1] <= 2 * bound
+        assert np.all(np.diff(state.loglik) >= 0)
+    assert fast.n_iter * 50 < plain.n_iter and fast.n_refused == 0
+    no_vectors = LinearMap()
+    no_vectors.J = LinearMapVectors().J
+    unchanged = fit_em(None, no_vectors, EMState(start), tol=tol, max_iter=100_000, **KW)
+    assert unchanged.n_iter == plain.n_iter and unchanged.loglik == plain.loglik
+
+
+class AcceleratedMixture(Mixture):
+    """The mixture in SQUAREM's coordinates: centred log-weights, means, log-variances."""
+
+    def to_vector(self, p: MixtureParams) -> np.ndarray:
+        lw = np.log(p.weights)
+        return np.r_[lw - lw.mean(), p.means, np.log(p.variances)]
+
+    def from_vector(self, v: np.ndarray, p: MixtureParams) -> MixtureParams | None:
+        k = p.weights.size
+        w = np.exp(v[:k] - v[:k].max())
+        if not np.all(np.isfinite(v)):
+            return None
+        return MixtureParams(w / w.sum(), v[k : 2 * k], np.exp(v[2 * k :]))
+
+
+def test_squarem_over_the_data_saves_passes_and_keeps_the_likelihood_monotone(rng):
+    """Over the data (one pass per iteration, counted): SQUAREM reaches plain EM's optimum
+    (log-likelihood to 1e-9, parameters to 1e-4) in fewer passes; extrapolated steps that
+    lower the likelihood are refused (their pass counted, the trace repeats the best
+    value); a state from fit_em resumes the very same iterations (SQUAREM's cycle in it);
+    max_iter ends an accelerated fit with the warning."""
+    X = mixture_data(rng)
+    runs = {}
+    for accelerate in (False, True):
+        arr, counter = counting_dask_array(X, chunks=(700, -1))
+        with dask.config.set(scheduler="threads"):
+            state = fit_em(arr, AcceleratedMixture(), EMState(START), tol=1e-10, max_iter=2000,
+                           accelerate=accelerate, **KW)  # fmt: skip
+        assert state.converged and counter.passes == state.n_iter == len(state.loglik)
+        assert np.all(np.diff(state.loglik) >= -1e-12 * abs(state.loglik[-1]))
+        runs[accelerate] = state
+    plain, fast = runs[False], runs[True]
+    assert fast.loglik[-1] == pytest.approx(plain.loglik[-1], rel=1e-9)
+    np.testing.assert_allclose(fast.params.means, plain.params.means, rtol=1e-4)
+    assert fast.n_iter < plain.n_iter / 2
+    whole = fit_em(X, AcceleratedMixture(), EMState(START), tol=1e-10, max_iter=100, **KW)
+    k = whole.n_iter // 2 + 1
+    with pytest.warns(ConvergenceWarning, match=f"test: EM did not converge in max_iter={k} "):
+        part = fit_em(X, AcceleratedMixture(), EMState(START), tol=1e-10, max_iter=k, **KW)
+    assert part.n_iter == k and not part.converged
+    rest = fit_em(X, AcceleratedMixture(), part, tol=1e-10, max_iter=100, **KW)
+    assert rest.loglik == whole.loglik and rest.n_iter == whole.n_iter
+    np.testing.assert_array_equal(rest.params.means, whole.params.means)
 
 
 # ------------------------------------------------------------- resuming a saved PPCA fit

@@ -235,13 +235,12 @@ class _EMProblem:
         self.model = model
         self.relative_floor = floor
         self.moments = moments
-        self.floor: float | np.ndarray | None = None
         self.sd: np.ndarray | None = None
         self.checked = False
         if var is not None:
-            self._set_scale(var, diagonal=None)
+            self._set_scale(var)
 
-    def _set_scale(self, var: np.ndarray, diagonal: bool | None) -> None:
+    def _set_scale(self, var: np.ndarray) -> None:
         tiny = np.finfo(np.float64).tiny
         var = np.maximum(np.asarray(var, dtype=np.float64), tiny)
         self.var = var
@@ -277,7 +276,7 @@ class _EMProblem:
                     stacklevel=7,
                 )
             if self.sd is None:
-                self._set_scale(sums.yy / np.maximum(sums.count, 1), diagonal=None)
+                self._set_scale(sums.yy / np.maximum(sums.count, 1))
         floor = self.floor_for(params)
         return m_step(sums, params.mu, floor, diagonal=not params.isotropic)
 
@@ -321,11 +320,15 @@ class LatentGaussianModel(
     Subclasses hold the model in their own fitted attributes and define four methods:
     ``_model() -> PPCAParams`` (the fitted model back from them), ``_set_model(params)``
     (store a fitted model in them), ``_check_shape(n_samples, n_features) -> q`` (the number
-    of components, or a ValueError) and ``_start(rows, q) -> EMState`` (where EM starts, one
-    pass over the data); everything else is here. Their tags' ``loglik_attribute`` names
-    the fitted attribute that holds the log-likelihood per EM iteration; ``_em_what``
-    prefixes the progress records. ``tol``, ``max_iter`` and ``warm_start`` are their
-    parameters.
+    of components, or a ValueError; :meth:`_check_components` checks it against the tags'
+    ``n_components_limit``) and ``_start(rows, q) -> (EMState, var, moments)`` (where EM
+    starts, from one pass over the data: the state, each feature's variance, and on complete
+    data the :class:`DataMoments` from which EM's iterations are then computed on the client,
+    else None); ``_check_fit(params, problem)`` may warn about the fitted model. Everything
+    else is here. Their tags' ``loglik_attribute`` names the fitted attribute that holds the
+    log-likelihood trace of EM; ``_em_what`` prefixes the progress records; ``_noise_floor``
+    is the smallest noise variance relative to the data's variance. ``tol``, ``max_iter``
+    and ``warm_start`` are their parameters.
     """
 
     _abstract_estimator = True
