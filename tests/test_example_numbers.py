@@ -177,21 +177,22 @@ def check_ppca(sets: list[str]) -> None:
 
 def check_factor_analysis(sets: list[str]) -> None:
     """On standardised features the noise variances are the uniquenesses: the true noise
-    variance over each feature's total variance; complete data: one confirming EM pass."""
+    variance over each feature's total variance; complete data: one pass, EM's iterations
+    on the client."""
     m = metrics("factor-analysis-output/metrics.json")
     with xr.open_zarr("demo.zarr") as ds:
         V, ev = ds["true_components"].values, ds["true_explained_variance"].values
         s2 = ds.attrs["true_noise_variance"]
     total = np.diag(V.T @ np.diag(ev - s2) @ V) + s2
     np.testing.assert_allclose(m["uniqueness"], s2 / total, rtol=0.15)
-    assert m["iterations"] == 1 and len(m["loglike"]) == 1
+    assert 1 <= m["iterations"] == len(m["loglike"]) < 1000  # converged, on the client
     loadings = np.asarray(m["loadings"])
     assert loadings.shape == (10, 30)
     # communalities + uniquenesses = 1 (the variance of a standardised feature)
     np.testing.assert_allclose((loadings**2).sum(axis=0) + m["uniqueness"], 1.0, atol=2e-3)
     summary = metrics("factor-analysis-output/run-summary.json")
     fa = next(s for s in summary["steps"] if s["id"] == "fa")
-    assert fa["passes"] == {"X": 2.0}
+    assert fa["passes"] == {"X": 1.0}
     scores = opened("factor-analysis-output/scores.zarr")["scores"]
     assert scores.dims == ("sample", "factor") and scores.shape == (4000, 10)
 
