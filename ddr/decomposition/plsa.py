@@ -139,12 +139,12 @@ class PLSA(FitThenTransform, ComponentTransformer, BaseEstimator):
         EM iterations (passes) per initialisation.
     init : {"nndsvda", "random"}, default="nndsvda"
         The initial topics (the mixtures start uniform). ``"nndsvda"``: from the leading
-        right singular vectors of X (``ddr.decomposition.plsa.nndsvda_topics``; a randomized SVD of
-        ``_SVD_POWER_ITER + 1 = 3`` passes, fewer for narrow X), as scikit-learn's NMF
-        starts by default; on the demo corpora EM then reached the best optimum of ten
-        random starts in 70-90 iterations, where random starts took 200-1000 and some
-        stopped at a poorer optimum. ``"random"``: each topic a draw from a flat Dirichlet
-        over the words (no pass).
+        right singular vectors of X (``ddr.decomposition.plsa.nndsvda_topics``; a
+        randomized SVD of ``_SVD_POWER_ITER + 1 = 3`` passes, fewer for narrow X), as
+        scikit-learn's NMF starts by default; on the demo corpora EM then reached the best
+        optimum of ten random starts, in 3 to 10 times fewer iterations than random starts
+        took, some of which stopped at a poorer optimum. ``"random"``: each topic a draw
+        from a flat Dirichlet over the words (no pass).
     n_init : int, default=1
         Initialisations: the first is ``init``, any further ones random; the fit with the
         highest log-likelihood is kept.
