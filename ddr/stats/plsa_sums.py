@@ -96,7 +96,7 @@ def fold_in(
     Parameters
     ----------
     X : csr_matrix of shape (n, V)
-        Checked float64 weights (:func:`check_weights`).
+        Checked weights (:func:`check_weights`: float32 or float64).
     phi : ndarray of shape (K, V)
         Topics, rows summing to 1.
 
@@ -138,7 +138,7 @@ class _Entries:
     Parameters
     ----------
     X : csr_matrix of shape (n, V)
-        Checked float64 weights.
+        Checked weights (:func:`check_weights`).
     phi : ndarray of shape (K, V)
         Topics.
     """
