@@ -13,44 +13,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ddr import _hooks
+from ddr._exports import EXPORTS as _EXPORTS
 from ddr._version import __version__ as __version__
 
 if TYPE_CHECKING:
     import dask.array as da
 
-# public name -> module that defines it
-_EXPORTS: dict[str, str] = {
-    "stats": "ddr.stats",
-    "io": "ddr.io",
-    "load": "ddr.io.models",
-    "run_pipeline": "ddr.pipeline",
-    # linear reductions
-    "StandardScaler": "ddr.preprocessing.scaler",
-    "PCA": "ddr.decomposition.pca",
-    "TruncatedSVD": "ddr.decomposition.truncated_svd",
-    "GaussianRandomProjection": "ddr.projection.random_projection",
-    "SparseRandomProjection": "ddr.projection.random_projection",
-    "johnson_lindenstrauss_min_dim": "ddr.projection.random_projection",
-    # generative classifiers and densities
-    "GaussianDensity": "ddr.density.gaussian",
-    "CategoricalDensity": "ddr.density.categorical",
-    "KernelDensity": "ddr.density.kde",
-    "GaussianNB": "ddr.naive_bayes.gaussian",
-    "CategoricalNB": "ddr.naive_bayes.categorical",
-    "BernoulliNB": "ddr.naive_bayes.bernoulli",
-    "MultinomialNB": "ddr.naive_bayes.multinomial",
-    "KernelNB": "ddr.naive_bayes.kernel",
-    "QuadraticDiscriminantAnalysis": "ddr.discriminant_analysis.qda",
-    "LinearDiscriminantAnalysis": "ddr.discriminant_analysis.lda",
-    # nonlinear and probabilistic reductions
-    "KernelPCA": "ddr.decomposition.kernel_pca",
-    "Nystroem": "ddr.kernel_approximation.nystroem",
-    "PPCA": "ddr.decomposition.ppca",
-    "FactorAnalysis": "ddr.decomposition.factor_analysis",
-    "PLSA": "ddr.decomposition.plsa",
-    "CCA": "ddr.cross_decomposition.cca",
-    "PLSSVD": "ddr.cross_decomposition.pls",
-}
+# _EXPORTS: public name -> module that defines it (the table is ddr._exports.EXPORTS, in a
+# module that imports nothing, so the layers below the root can tell ddr's names from a plug-in's)
 
 
 # ddr.io's services to the layers below it (ddr._hooks), imported on first use

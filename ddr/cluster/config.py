@@ -4,6 +4,11 @@ The keyword block of each kind is validated against the keyword names of the bac
 classes (:mod:`ddr.cluster.kinds`); the ``dask:`` block against dask's config and against
 what can be exported to workers. Every problem is reported as ``file:line:col: message``;
 a ``--cluster-set`` override is reported under its own text.
+
+The model a file is validated with (:func:`config_model`: the registered kinds, one keyword
+block per backend) is built from the registry when it is first needed, and again when a
+backend was registered since (a plug-in's, :mod:`ddr.plugins`); every such model subclasses
+:class:`ClusterConfig`.
 """
 
 from __future__ import annotations
@@ -15,28 +20,60 @@ from typing import Any, Literal
 
 from pydantic import Field, create_model
 
-from ddr.cluster.kinds import BACKENDS, backend_class
+from ddr.cluster.kinds import backend_class, backends, generation
 from ddr.cluster.settings import ClusterSettings
 from ddr.cluster.worker_env import worker_environment
 from ddr.config.document import Document, load_document
 from ddr.config.errors import Location, PipelineError, Problem
 from ddr.config.validation import validate
 
-__all__ = ["BUILTIN", "ClusterConfig", "json_schema", "load_cluster_config", "validate_cluster"]
+__all__ = [
+    "BUILTIN",
+    "ClusterConfig",
+    "config_model",
+    "json_schema",
+    "load_cluster_config",
+    "validate_cluster",
+]
 
 
-# the registered kinds, and a keyword block for each kind that takes one
-_FIELDS: dict[str, Any] = {
-    "kind": (Literal[tuple(BACKENDS)], ...),
-    **{
-        kind: (dict[str, Any] | None, Field(None, description=f"{b.target} keyword arguments."))
-        for kind, b in BACKENDS.items()
-        if b.block
-    },
-}
-ClusterConfig = create_model(
-    "ClusterConfig", __base__=ClusterSettings, __doc__="A ddr cluster config file.", **_FIELDS
-)
+class ClusterConfig(ClusterSettings):
+    """A validated ddr cluster config file: what :func:`load_cluster_config` returns is an
+    instance (of the :func:`config_model` of the registered kinds, which subclasses this)."""
+
+
+_MODEL: list[tuple[int, type[ClusterConfig]]] = []  # [(generation, model)]
+
+
+def config_model() -> type[ClusterConfig]:
+    """The model cluster config files are validated with: ``kind`` one of the registered
+    kinds, and a keyword block for each kind that takes one (rebuilt when a backend was
+    registered since it was built).
+
+    Returns
+    -------
+    type
+        A subclass of :class:`ClusterConfig`.
+    """
+    kinds = backends()  # registers the plug-ins' backends on first use
+    if not _MODEL or _MODEL[0][0] != generation():
+        fields: dict[str, Any] = {
+            "kind": (Literal[tuple(kinds)], ...),
+            **{
+                kind: (
+                    dict[str, Any] | None,
+                    Field(None, description=f"{b.target} keyword arguments."),
+                )
+                for kind, b in kinds.items()
+                if b.block
+            },
+        }
+        model = create_model(
+            "ClusterConfig", __base__=ClusterConfig, __doc__="A ddr cluster config file.", **fields
+        )
+        _MODEL[:] = [(generation(), model)]
+    return _MODEL[0][1]
+
 
 #: built-in configs usable by name: ``--cluster local`` (the default), ``threads``, ``sync``
 BUILTIN: dict[str, str] = {
@@ -108,10 +145,10 @@ def _as_cluster_set(problem: Problem) -> Problem:
 
 def validate_cluster(doc: Document) -> Any:
     """Validate a loaded cluster document; raise all problems at once."""
-    config = validate(doc, ClusterConfig)
+    config = validate(doc, config_model())
     data = doc.data if isinstance(doc.data, dict) else {}
     kind = data.get("kind")
-    if isinstance(kind, str) and kind in BACKENDS:
+    if isinstance(kind, str) and kind in backends():
         _check_blocks(doc, data, kind)
     if isinstance(data.get("dask"), dict):
         _check_dask(doc, data["dask"])
@@ -122,7 +159,7 @@ def validate_cluster(doc: Document) -> Any:
 
 def _check_blocks(doc: Document, data: dict[str, Any], kind: str) -> None:
     backend = backend_class(kind)
-    for other, b in BACKENDS.items():
+    for other, b in backends().items():
         if b.block and other != kind and other in data:
             doc.problem(
                 (other,),
@@ -170,7 +207,7 @@ def _check_dask(doc: Document, block: dict[str, Any]) -> None:
 
 def json_schema() -> dict[str, Any]:
     """The JSON Schema of cluster config files (``ddr schema --cluster``)."""
-    schema = ClusterConfig.model_json_schema(by_alias=True)
+    schema = config_model().model_json_schema(by_alias=True)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "ddr cluster config (schema version 1)"
     return schema

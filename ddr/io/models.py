@@ -2,7 +2,8 @@
 
 Layout of a saved model (a Zarr v3 group):
 
-- attrs ``ddr:model`` (``module.Class``, always inside the ``ddr`` package), ``ddr:version``,
+- attrs ``ddr:model`` (``module.Class``: inside the ``ddr`` package, or an estimator a
+  plug-in registered, :mod:`ddr.plugins`), ``ddr:version``,
   ``params`` (``get_params(deep=False)`` as tagged JSON), ``state`` (the fitted attributes as
   tagged JSON whose leaves point at arrays), and the ``ddr:status`` completion marker of
   :mod:`ddr.io.outputs` written last;
@@ -12,8 +13,10 @@ Layout of a saved model (a Zarr v3 group):
 Values are encoded by type: JSON scalars as themselves, non-finite floats, numpy scalars,
 tuples and string arrays with a tag, numeric arrays as Zarr arrays (bit-exact), statistics
 through ``to_dict``, dataclasses and estimators of the ddr package field by field (only
-classes inside ``ddr`` are ever imported when loading). Anything else raises a TypeError
-naming the attribute. Each array's tag records its shape and dtype.
+classes inside ``ddr``, and the estimator and statistic classes that installed plug-ins
+registered through entry points, are ever imported when loading: never a module a file
+names). Anything else raises a TypeError naming the attribute. Each array's tag records its
+shape and dtype.
 
 Loading checks what it reads: an array that is missing, of another shape or dtype than
 its tag records, or whose chunks cannot be decoded, and attributes that do not describe a
@@ -34,6 +37,7 @@ from typing import Any
 import numpy as np
 import zarr
 
+from ddr import plugins
 from ddr.io.checksums import checksummed_compressors, values_crc32c
 from ddr.io.claims import CLAIM_ATTR, Claim
 from ddr.io.locations import Location, redact, resolve
@@ -345,12 +349,30 @@ def _in_ddr(obj: Any) -> bool:
     return type(obj).__module__.split(".")[0] == "ddr"
 
 
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 def _is_ddr_estimator(obj: Any) -> bool:
-    return hasattr(obj, "get_params") and _in_ddr(obj)
+    """A ddr estimator, or a registered plug-in's (saved as a nested model)."""
+    if not hasattr(obj, "get_params"):
+        return False
+    return _in_ddr(obj) or plugins.plugin_class(_qualified(type(obj))) is type(obj)
 
 
 def _ddr_class(target: Any) -> type:
-    """Import a class named in a saved model; only classes of the ddr package are allowed."""
+    """Import a class named in a saved model: a class of the ddr package, or an estimator or
+    statistic class a plug-in registered through an entry point (:mod:`ddr.plugins`: its
+    package is imported because it was registered, never because a file names it)."""
+    if isinstance(target, str) and not target.startswith("ddr.") and "." in target:
+        cls = plugins.plugin_class(target)
+        if cls is not None:
+            return cls
+        raise ValueError(
+            f"not a ddr model: {MODEL_ATTR}={target!r} is neither a class of ddr nor an "
+            "estimator or statistic registered by an installed plug-in (entry-point groups "
+            "ddr.estimators, ddr.statistics); install the package that defines it"
+        )
     if not isinstance(target, str) or not target.startswith("ddr."):
         raise ValueError(f"not a ddr model: {MODEL_ATTR}={target!r}")
     module, _, qualname = target.rpartition(".")

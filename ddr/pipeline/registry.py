@@ -1,8 +1,9 @@
 """The op registry: every ddr estimator and statistic as pipeline ops, discovered, not listed.
 
-Ops are built on first use from ``ddr._EXPORTS`` (estimator classes, imported then) and
-``ddr.stats`` (the public statistics), so an estimator that lands later is an op with no
-change here:
+Ops are built on first use from ``ddr._EXPORTS`` (estimator classes, imported then),
+``ddr.stats`` (the public statistics) and the plug-ins registered through the entry-point
+groups ``ddr.estimators`` and ``ddr.statistics`` (:mod:`ddr.plugins`, read then), so an
+estimator that lands later, in ddr or in another package, is an op with no change here:
 
 - ``Est.fit`` (roles from ``fit``'s signature: ``X``, ``y``, ``sample_weight``, ...) gives a
   fitted model; ``Est.fit_transform`` gives the model and the transformed data (fit, then a
@@ -35,6 +36,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddr import plugins
 from ddr.tags import check_estimator_class
 
 __all__ = [
@@ -127,9 +129,11 @@ class Op:
         return next((r for r in self.roles if r.name == name), None)
 
 
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()
 _OPS: dict[str, Op] | None = None
 _UNAVAILABLE: dict[str, str] = {}
+#: the plug-ins' generation (ddr.plugins.generation) the ops were built for
+_BUILT_FOR = [-1]
 
 
 def _positional(fn: Any) -> list[inspect.Parameter]:
@@ -247,9 +251,16 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
+def _configurable(cls: type) -> bool:
+    """Whether every option of ``cls.from_block`` has a default (a pipeline can use it)."""
+    options = inspect.signature(cls.from_block).parameters.values()
+    return all(p.default is not p.empty for p in options if p.kind == p.KEYWORD_ONLY)
+
+
 def statistics() -> dict[str, type]:
-    """The public statistics of ``ddr.stats`` that a pipeline can configure (every option of
-    ``from_block`` has a default), by op name: ``Moments`` -> ``moments``."""
+    """The statistics a pipeline can configure (every option of ``from_block`` has a
+    default), by op name: the public ones of ``ddr.stats`` (``Moments`` -> ``moments``),
+    then the plug-ins' (:func:`ddr.plugins.statistics`: the entry point's name)."""
     import ddr.stats
 
     out = {}
@@ -259,9 +270,11 @@ def statistics() -> dict[str, type]:
             continue
         if cls is ddr.stats.Statistic:
             continue
-        options = inspect.signature(cls.from_block).parameters.values()
-        if all(p.default is not p.empty for p in options if p.kind == p.KEYWORD_ONLY):
+        if _configurable(cls):
             out[_snake(name)] = cls
+    for name, cls in plugins.statistics().items():
+        if _configurable(cls):
+            out[name] = cls
     return out
 
 
@@ -301,15 +314,29 @@ def _build() -> dict[str, Op]:
             continue
         for op in built:
             ops[op.name] = op
+    for name, cls in plugins.estimators().items():
+        try:
+            built = _estimator_ops(name, cls)
+        except Exception as exc:  # a plug-in whose signatures cannot be read
+            plugin = next(p for p in plugins.load("ddr.estimators") if p.name == name)
+            plugins.report(plugin, f"its ops cannot be built: {type(exc).__name__}: {exc}")
+            _UNAVAILABLE[name] = f"{type(exc).__name__}: {exc}"
+            continue
+        for op in built:
+            ops[op.name] = op
     return ops
 
 
 def ops() -> dict[str, Op]:
-    """All ops, by name (built on first call)."""
+    """All ops, by name (built on first call; again when a plug-in was imported since)."""
     global _OPS
     with _LOCK:
-        if _OPS is None:
+        for group in ("ddr.estimators", "ddr.statistics"):
+            plugins.load(group)  # entry points not imported yet are imported now
+        if _OPS is None or _BUILT_FOR[0] != plugins.generation():
+            _UNAVAILABLE.clear()
             _OPS = _build()
+            _BUILT_FOR[0] = plugins.generation()
         return _OPS
 
 
@@ -323,7 +350,8 @@ def refresh() -> dict[str, Op]:
 
 
 def unavailable() -> dict[str, str]:
-    """Exported estimators whose module could not be imported, with the reason."""
+    """Exported estimators (and plug-in estimators) whose ops could not be built, with the
+    reason."""
     ops()
     return dict(_UNAVAILABLE)
 

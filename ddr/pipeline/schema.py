@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Union
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ddr.config.document import Document
 from ddr.config.validation import SCHEMA_VERSION
@@ -76,6 +76,10 @@ class Output:
 
 class Pipeline(PipelineSpec):
     """A ddr pipeline file."""
+
+    # built on first use, not at import: building asks the registry of output kinds, whose
+    # first use reads the plug-ins' entry points (ddr.plugins)
+    model_config = ConfigDict(**PipelineSpec.model_config, defer_build=True)
 
     outputs: list[Output] = Field(min_length=1)
 

@@ -37,6 +37,10 @@ _REGISTRY: dict[str, type[Statistic]] = {}
 FEATURE_DIM = "{feature}"
 
 
+def _in_ddr(cls: type) -> bool:
+    return cls.__module__.split(".")[0] == "ddr"
+
+
 def _labels(value: Any) -> Any:
     return None if value is None else np.asarray(value)
 
@@ -147,7 +151,11 @@ class Statistic(abc.ABC):
             problems.append(f"read-outs {undeclared} have no readout_dims entry")
         if problems:
             raise TypeError(f"{cls.__module__}.{cls.__name__}: {'; '.join(problems)}")
-        _REGISTRY[cls.__name__] = cls
+        have = _REGISTRY.get(cls.__name__)
+        if have is None or not _in_ddr(have) or _in_ddr(cls):
+            # a class of another package never takes the type name of one of ddr's (a
+            # plug-in statistic named so is refused when it is registered, ddr.plugins)
+            _REGISTRY[cls.__name__] = cls
 
     def __post_init__(self) -> None:
         for name, kind in self._fields_as.items():

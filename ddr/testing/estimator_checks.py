@@ -79,20 +79,23 @@ Check = Callable[[BaseEstimator], None]
 
 # ------------------------------------------------------------------- registry
 def exported_estimators() -> list[type]:
-    """Every estimator class ddr exports (``ddr._EXPORTS``), sorted by name: being
-    exported is being tested.
+    """Every estimator class ddr exports (``ddr._EXPORTS``), sorted by name, then every
+    estimator an installed plug-in registers (:func:`ddr.plugins.estimators`): being
+    registered is being tested.
 
     Returns
     -------
     list of type
     """
     import ddr
+    from ddr import plugins
 
-    return [
+    own = [
         obj
         for name in sorted(ddr._EXPORTS)
         if isinstance(obj := getattr(ddr, name), type) and issubclass(obj, BaseEstimator)
     ]
+    return own + [cls for _, cls in sorted(plugins.estimators().items())]
 
 
 def suite_instance(estimator_class: type, **params: Any) -> BaseEstimator:

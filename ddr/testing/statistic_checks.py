@@ -51,16 +51,19 @@ StatisticCheck = Callable[[type[Statistic]], None]
 
 # ------------------------------------------------------------------- registry
 def public_statistics() -> list[type[Statistic]]:
-    """Every public statistic of :mod:`ddr.stats` (``__all__``), sorted by name."""
+    """Every public statistic of :mod:`ddr.stats` (``__all__``), sorted by name, then every
+    statistic an installed plug-in registers (:func:`ddr.plugins.statistics`)."""
     import ddr.stats
+    from ddr import plugins
 
-    return [
+    own = [
         obj
         for name in sorted(ddr.stats.__all__)
         if isinstance(obj := getattr(ddr.stats, name), type)
         and issubclass(obj, Statistic)
         and obj is not Statistic
     ]
+    return own + [cls for _, cls in sorted(plugins.statistics().items())]
 
 
 def statistic_checks(statistic: type[Statistic]) -> Iterator[StatisticCheck]:

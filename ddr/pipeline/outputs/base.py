@@ -292,7 +292,7 @@ def _spec_problems(cls: type[OutputKind]) -> list[str]:
 
 #: the registered output kinds
 KINDS: KindRegistry[OutputKind] = KindRegistry(
-    "output kind", OutputKind, ("takes", "writes"), _spec_problems
+    "output kind", OutputKind, ("takes", "writes"), _spec_problems, group="ddr.outputs"
 )
 
 #: Register an output kind class (also as a class decorator); see :meth:`KindRegistry.register`.

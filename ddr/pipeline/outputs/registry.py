@@ -2,6 +2,12 @@
 takes, a class that lacks a required piece is refused when it is registered (naming what
 it lacks), and looking up an unknown name raises, naming the registered ones.
 
+A registry may also take the classes plug-in packages name in an entry-point group
+(``ddr.outputs``, shared by output kinds and plot kinds, :mod:`ddr.plugins`): on its first
+use the group is read, each class is registered in the registry whose base it subclasses,
+and one that cannot be (not a subclass of any, a name that is taken or is not its entry
+point's, a required piece missing) is logged, naming its distribution, and skipped.
+
 Every change bumps one shared counter (:func:`generation`), so what is built from the
 registries (the schema's union of output specs) knows when to rebuild.
 """
@@ -16,6 +22,8 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from ddr import plugins
+
 __all__ = ["KindRegistry", "generation", "spec_models", "tag_of"]
 
 T = TypeVar("T")
@@ -23,6 +31,10 @@ C = TypeVar("C", bound=type)
 
 _generation = [0]
 _NAME = re.compile(r"[a-z][a-z0-9_-]*")
+#: entry-point group -> the registries that take its classes
+_BY_GROUP: dict[str, list[KindRegistry[Any]]] = {}
+#: the plug-ins handled (registered or reported)
+_HANDLED: set[plugins.Plugin] = set()
 
 
 def generation() -> int:
@@ -66,6 +78,9 @@ class KindRegistry(Generic[T]):
         The class attributes a registered class must set (besides ``name`` and ``spec``).
     check : callable
         ``check(cls) -> list of str``: what else the class lacks (its spec's tags).
+    group : str, optional
+        The entry-point group whose classes that subclass ``base`` are registered here on
+        first use (:mod:`ddr.plugins`).
     """
 
     def __init__(
@@ -74,12 +89,61 @@ class KindRegistry(Generic[T]):
         base: type,
         attributes: tuple[str, ...],
         check: Callable[[Any], list[str]],
+        group: str | None = None,
     ) -> None:
         self.what = what
         self.base = base
         self.attributes = ("name", "spec", *attributes)
         self.check = check
+        self.group = group
         self._items: dict[str, T] = {}
+        if group is not None:
+            _BY_GROUP.setdefault(group, []).append(self)
+
+    def _load_plugins(self) -> None:
+        """Register the classes of the entry-point group not handled yet, each in the
+        registries of the group whose base it subclasses."""
+        if self.group is None:
+            return
+        for plugin in plugins.load(self.group):
+            if plugin in _HANDLED:
+                continue
+            _HANDLED.add(plugin)
+            takers = [
+                r
+                for r in _BY_GROUP[self.group]
+                if inspect.isclass(plugin.obj) and issubclass(plugin.obj, r.base)
+            ]
+            if not takers:
+                bases = " or ".join(r.base.__name__ for r in _BY_GROUP[self.group])
+                plugins.report(plugin, f"{plugin.value} is {plugin.obj!r}, not a {bases} subclass")
+            for registry in takers:
+                registry._register_plugin(plugin)
+
+    def _register_plugin(self, plugin: plugins.Plugin) -> None:
+        cls = plugin.obj
+        missing = self.lacks(cls)
+        if missing:
+            plugins.report(plugin, f"the {self.what} {cls.__name__} lacks: " + "; ".join(missing))
+            return
+        if cls.name != plugin.name:
+            plugins.report(
+                plugin,
+                f"the {self.what} {cls.__name__} is named {cls.name!r}, not {plugin.name!r} "
+                "(name the entry point as the class names itself)",
+            )
+            return
+        have = self._items.get(cls.name)
+        if have is not None and type(have) is not cls:
+            owner = type(have)
+            whose = "ddr's own" if owner.__module__.split(".")[0] == "ddr" else "another plug-in's"
+            plugins.report(
+                plugin,
+                f"the {self.what} name {cls.name!r} is {whose} "
+                f"({owner.__module__}.{owner.__qualname__})",
+            )
+            return
+        self.register(cls)
 
     def lacks(self, cls: Any) -> list[str]:
         """What ``cls`` lacks to be registered (empty when nothing)."""
@@ -125,7 +189,9 @@ class KindRegistry(Generic[T]):
             _generation[0] += 1
 
     def all(self) -> dict[str, T]:
-        """The registered instances by name, in the order of registration."""
+        """The registered instances by name, in the order of registration (the plug-ins'
+        after ddr's own)."""
+        self._load_plugins()
         return dict(self._items)
 
     def get(self, name: str) -> T:
@@ -136,6 +202,7 @@ class KindRegistry(Generic[T]):
         ValueError
             No class is, naming the registered ones.
         """
+        self._load_plugins()
         try:
             return self._items[name]
         except KeyError:

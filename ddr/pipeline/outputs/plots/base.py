@@ -201,7 +201,9 @@ def _spec_problems(cls: type[PlotKind]) -> list[str]:
 
 
 #: the registered plot kinds
-PLOTS: KindRegistry[PlotKind] = KindRegistry("plot", PlotKind, ("takes", "draws"), _spec_problems)
+PLOTS: KindRegistry[PlotKind] = KindRegistry(
+    "plot", PlotKind, ("takes", "draws"), _spec_problems, group="ddr.outputs"
+)
 
 #: Register a plot kind class (also as a class decorator).
 register_plot_kind = PLOTS.register

@@ -1,0 +1,1 @@
+"""ddr-faulty: a plug-in package whose every entry point is wrong, each in its own way."""
