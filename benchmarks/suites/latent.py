@@ -4,11 +4,12 @@ scikit-learn.
 FactorAnalysis (10 factors, the rank of the generator's signal): "one EM iteration" is one pass
 of the E-step sums with a noise variance per feature at a fixed start (the M-step is a small
 solve on the client): its ratio to the read floor is the cost of an iteration, the target is
-1.5. "fit" is the whole fit on complete data: one pass of pairwise moments, the covariance fit
-on the client, one confirming EM pass; `ll_gain` is its log-likelihood minus scikit-learn's
-(default settings, in memory) relative to scikit-learn's (positive: ddr's is higher), `cov_err`
-the largest difference of the model covariances relative to the largest entry. "20% missing"
-draws missing entries per chunk (lazy, reproducible) and runs EM to tol=1e-6.
+1.5. "fit" is the whole fit on complete data: one pass of pairwise moments, then the fit of
+their covariance on the client (no further pass); `ll_gain` is its log-likelihood minus
+scikit-learn's (default settings, in memory) relative to scikit-learn's (positive: ddr's is
+higher), `cov_err` the largest difference of the model covariances relative to the largest
+entry. "20% missing" draws missing entries per chunk (lazy, reproducible, inside each pass)
+and runs EM to tol=1e-6.
 
 EM with missing values (issue 27: an iteration within 2x the read floor at 20 % missing): a
 copy of X with 20 % of its entries NaN, drawn per chunk, is stored once beside the dataset
