@@ -57,6 +57,18 @@ outputs:
   - {kind: model, from: scaler, path: out/scaler.model}
 """
 
+APPLY = """\
+ddr: 1
+name: apply
+inputs:
+  X: {path: demo.zarr, array: X}
+steps:
+  model: {op: load, with: {path: out/scaler.model}}
+  t: {op: MaxAbsScaler.transform, inputs: {model: model, X: X}}
+outputs:
+  - {kind: table, from: {t: t}, path: applied/t.csv}
+"""
+
 LSF = """\
 ddr-cluster: 1
 kind: lsf
@@ -291,6 +303,13 @@ def test_load_imports_registered_plugin_classes_only(site, work, ran):
     assert "'sneaky.Payload' is neither a class of ddr nor an estimator or statistic" in sneaky
     assert "'ddr_extrema.lsf.LSF' is neither a class of ddr nor an estimator" in lsf
     assert not (work / "sneaky-was-imported").exists()
+    # a pipeline's load step: the plug-in model, applied by the plug-in op, written by the
+    # plug-in output kind
+    (work / "apply.yaml").write_text(APPLY)
+    applied = cli(site, work, "run", "apply.yaml", "--cluster", "sync", "--no-progress")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    got = np.loadtxt(work / "applied/t.csv", delimiter=",", skiprows=1, comments="#")
+    np.testing.assert_allclose(got, X / np.abs(X).max(axis=0), rtol=1e-12)
     # and without the plug-in installed its model is refused, naming the class
     with pytest.raises(ValueError, match=re.escape("ddr:model='ddr_extrema.scaler.MaxAbsScaler'")):
         ddr.load(work / "out/scaler.model")
@@ -331,3 +350,65 @@ def test_the_plugin_passes_ddrs_conformance_suites_in_its_own_tests(site, tmp_pa
     counts = {word: int(n) for n, word in re.findall(r"(\d+) (passed|skipped)", summary)}
     # the registry check, 11 estimator checks, 6 statistic checks, 2 examples of the table kind
     assert counts.get("passed", 0) + counts.get("skipped", 0) == 20, summary
+
+
+# ------------------------------------------------- loading, in this process (no registry)
+@pytest.fixture
+def entry_points(monkeypatch, tmp_path):
+    """Entry points of the ``ddr.statistics`` group as given (``(name, value, dist)``), over
+    modules in ``tmp_path``; ddr.plugins forgets them afterwards."""
+    import importlib.metadata
+    from types import SimpleNamespace
+
+    from ddr import plugins
+
+    listed: list[SimpleNamespace] = []
+
+    def fake(group=None):
+        return [ep for ep in listed if group == "ddr.statistics"]
+
+    def give(*items):
+        for name, value, dist in items:
+            listed.append(SimpleNamespace(name=name, value=value, dist=SimpleNamespace(name=dist)))
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", fake)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    plugins._reset()
+    yield give
+    plugins._reset()
+    for name in ("early_stat", "late_stat"):
+        sys.modules.pop(name, None)
+
+
+def test_an_entry_point_of_a_module_being_imported_is_loaded_on_the_next_use(
+    entry_points, tmp_path, caplog
+):
+    """A plug-in module that uses a ddr registry while it is imported (its group is read
+    then) is not reported broken: its own entry point is imported on the next use."""
+    from ddr import plugins
+
+    (tmp_path / "early_stat.py").write_text("class Early: ...\n")
+    (tmp_path / "late_stat.py").write_text(
+        "from ddr import plugins\n"
+        "SEEN = [p.name for p in plugins.load('ddr.statistics')]\n"
+        "class Late: ...\n"
+    )
+    entry_points(
+        ("early", "early_stat:Early", "dist-a"),
+        ("late", "late_stat:Late", "dist-b"),
+        ("late", "early_stat:Early", "dist-c"),  # the same name in another distribution
+    )
+    import late_stat
+
+    assert late_stat.SEEN == ["early"]
+    assert [(p.name, p.obj.__name__) for p in plugins.load("ddr.statistics")] == [
+        ("early", "Early"),
+        ("late", "Late"),
+    ]
+    assert [(str(p), problem) for p, problem in plugins.skipped()] == [
+        (
+            "'dist-c' (ddr.statistics entry point late = early_stat:Early)",
+            "the name 'late' is 'dist-b''s already",
+        )
+    ]
+    assert caplog.text.count("skipped") == 1

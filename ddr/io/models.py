@@ -54,7 +54,7 @@ from ddr.io.outputs import (
 )
 from ddr.stats.base import Statistic, statistic_from_dict
 
-__all__ = ["CorruptModelError", "check_model", "load", "save_model"]
+__all__ = ["CorruptModelError", "check_model", "load", "model_class", "save_model"]
 
 MODEL_ATTR = "ddr:model"
 
@@ -380,6 +380,26 @@ def _ddr_class(target: Any) -> type:
         return getattr(importlib.import_module(module), qualname)
     except (ImportError, AttributeError):
         raise ValueError(f"saved model class {target!r} does not exist in this ddr") from None
+
+
+def model_class(target: str) -> type | None:
+    """The class a saved model names (its ``ddr:model``), when this installation has it.
+
+    Parameters
+    ----------
+    target : str
+        ``module.Class``.
+
+    Returns
+    -------
+    type or None
+        A class of ddr, or an estimator or statistic class a plug-in registered
+        (:mod:`ddr.plugins`); None for anything else (nothing is imported for it).
+    """
+    try:
+        return _ddr_class(target)
+    except ValueError:
+        return None
 
 
 def _write_estimator(est: Any, group: zarr.Group) -> None:

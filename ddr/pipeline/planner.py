@@ -482,7 +482,7 @@ class _Planner(OutputChecks, Scheduling):
 
     def _load_meta(self, step: StepPlan) -> ValueMeta | None:
         from ddr.io import output_status, read_attrs
-        from ddr.io.models import CorruptModelError, check_model
+        from ddr.io.models import CorruptModelError, check_model, model_class
 
         where = ("steps", step.id, "with", "path")
         raw = step.spec.with_.get("path")
@@ -505,9 +505,13 @@ class _Planner(OutputChecks, Scheduling):
         if not isinstance(target, str):
             self.problem(where, f"{raw!r} is a ddr output but not a saved model")
             return None
-        cls = _model_class(target)
+        cls = model_class(target)
         if cls is None:
-            self.problem(where, f"{raw!r} holds a {target}, which this ddr does not have")
+            self.problem(
+                where,
+                f"{raw!r} holds a {target}, which this ddr does not have (neither a class of "
+                "ddr nor one an installed plug-in registers)",
+            )
             return None
         try:  # its arrays' metadata against what was saved: a corrupt model is refused here
             check_model(path)
@@ -562,18 +566,6 @@ class _Planner(OutputChecks, Scheduling):
                     "ddr": __version__,
                 }
             )
-
-
-def _model_class(target: str) -> type | None:
-    import importlib
-
-    module, _, name = target.rpartition(".")
-    if not module.startswith("ddr."):
-        return None
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        return None
 
 
 def _without_storage_options(params: dict[str, Any]) -> dict[str, Any]:
