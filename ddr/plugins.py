@@ -111,7 +111,12 @@ _generation = [0]
 
 def generation() -> int:
     """A number that changes whenever an entry point is imported (for registries built from
-    the plug-ins, to know when to rebuild)."""
+    the plug-ins, to know when to rebuild).
+
+    Returns
+    -------
+    int
+    """
     return _generation[0]
 
 

@@ -19,6 +19,7 @@ import ddr.em
 import ddr.families
 import ddr.io
 import ddr.linalg
+import ddr.plugins
 import ddr.stats
 import ddr.tags
 import ddr.testing
@@ -53,12 +54,12 @@ def _documented() -> set[str]:
 
 def _public() -> set[str]:
     """What the API reference must show: ddr's exports, ddr.em, ddr.stats, ddr.io,
-    ddr.linalg.*, ddr.tags, ddr.families, ddr.testing."""
+    ddr.linalg.*, ddr.tags, ddr.families, ddr.testing, ddr.plugins."""
     names = {"ddr", "ddr.em", "ddr.linalg"} | {f"ddr.{name}" for name in ddr._EXPORTS}
     names |= {f"ddr.em.{name}" for name in ddr.em.__all__}
     names |= {f"ddr.stats.{name}" for name in ddr.stats.__all__}
     names |= {f"ddr.io.{name}" for name in ddr.io.__all__}
-    for module in (ddr.tags, ddr.families, ddr.testing):  # what plug-in packages build on
+    for module in (ddr.tags, ddr.families, ddr.testing, ddr.plugins):  # what plug-ins use
         names |= {module.__name__} | {f"{module.__name__}.{n}" for n in module.__all__}
     for info in pkgutil.iter_modules(ddr.linalg.__path__):
         if not info.name.startswith("_"):

@@ -52,7 +52,12 @@ StatisticCheck = Callable[[type[Statistic]], None]
 # ------------------------------------------------------------------- registry
 def public_statistics() -> list[type[Statistic]]:
     """Every public statistic of :mod:`ddr.stats` (``__all__``), sorted by name, then every
-    statistic an installed plug-in registers (:func:`ddr.plugins.statistics`)."""
+    statistic an installed plug-in registers (:func:`ddr.plugins.statistics`).
+
+    Returns
+    -------
+    list of type
+    """
     import ddr.stats
     from ddr import plugins
 
