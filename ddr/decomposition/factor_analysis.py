@@ -216,9 +216,9 @@ class FactorAnalysis(LatentGaussianModel, BaseEstimator):
     Passes over the data: **1 on complete data**, whatever the number of iterations: the
     first pass (pairwise-complete moments) gives the covariance S, on which the likelihood of
     complete data depends alone; the maximum is found on the client, first by L-BFGS-B on
-    the profile likelihood of the noise variances (:func:`fit_profile`), then by EM
-    iterations computed from S (:meth:`~ddr.stats.ppca_sums.PPCASums.from_moments`,
-    accelerated, to the stopping rule of :mod:`ddr.em`). With missing values, that fit of
+    the profile likelihood of the noise variances (``fit_profile``), then by EM iterations
+    computed from S (``PPCASums.from_moments``, accelerated, to the stopping rule of
+    :mod:`ddr.em`). With missing values, that fit of
     the pairwise-complete covariance is the start, and each EM iteration is one pass
     (``n_iter_ + 1`` in all): exact per-row posteriors from the observed entries, as
     :class:`~ddr.PPCA`; :meth:`impute` gives the conditional expectations.

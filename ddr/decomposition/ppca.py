@@ -11,9 +11,12 @@ Model (Tipping and Bishop, 1999): ``x = W z + mu + e``, ``z ~ N(0, I_q)``,
   (posterior moments of every row from its observed entries only, summed per feature as in
   Ilin and Raiko, 2010) and an M-step on the client that updates W, mu and sigma^2 jointly.
   The log-likelihood of the observed entries comes out of the same pass
-  (``loglik_curve_``); iterations stop when its relative increase falls below ``tol``. The
-  loop is :func:`ddr.em.fit_em`; the model, the M-step and the read-outs are shared with
-  factor analysis (:mod:`ddr.decomposition._latent_gaussian`).
+  (``loglik_curve_``); iterations stop by the rule of :mod:`ddr.em` (the last gain and the
+  estimated gain still to come below ``tol``, relative), SQUAREM-accelerated. The loop is
+  :func:`ddr.em.fit_em`; the model, the M-step and the read-outs are shared with factor
+  analysis (:mod:`ddr.decomposition._latent_gaussian`). On complete data with
+  ``init="pca"`` the one pass of the start is the whole fit: EM's iterations are computed
+  from its moments on the client.
 
 Fitted components are put in canonical form: ``W = U diag(explained_variance_ -
 noise_variance_)^{1/2}`` with orthonormal ``components_ = U^T`` (signs: largest loading
@@ -86,20 +89,23 @@ class PPCA(LatentGaussianModel, BaseEstimator):
     ----------
     n_components : int or None, default=None
         Latent dimension q, with ``1 <= q < n_features`` (at least one discarded direction is
-        needed to estimate the noise variance). None means ``n_features - 1``.
+        needed to estimate the noise variance) and ``q < n_samples``. None means
+        ``n_features - 1``.
     max_iter : int, default=500
-        Maximum number of EM iterations (each one pass over the data).
+        Maximum number of EM iterations (each one pass over the data, unless on the client).
     tol : float, default=1e-9
-        EM stops when the log-likelihood increases by less than ``tol * |loglik|``.
+        The stopping rule of :mod:`ddr.em`: EM stops when the log-likelihood's last gain and
+        its estimated gain still to come are both below ``tol * |loglik|``.
     solver : {"em", "closed_form"}, default="em"
         ``closed_form`` is one pass of Moments and an eigendecomposition (complete data only);
         ``em`` handles missing values (NaN) exactly.
     init : {"pca", "random"}, default="pca"
         EM start, each one pass. ``pca``: pairwise-complete moments and the closed-form
-        solution of their covariance (on complete data this is already the ML solution: its
-        likelihood, known from the moments, lets the first EM pass confirm convergence, so
-        the fit reads the data twice). ``random``: Gaussian W at the data's scale, mu the
-        data's mean, sigma^2 its mean variance (per-feature moments).
+        solution of their covariance (on complete data this is already the ML solution, and
+        EM's iterations, the first of which confirms it, are computed from the moments on
+        the client: the fit reads the data once). ``random``: Gaussian W at the data's
+        scale, mu the data's mean, sigma^2 its mean variance (per-feature moments), then EM
+        over the data.
     random_state : int, default=0
         Seed of ``init="random"``.
     warm_start : bool, default=False
@@ -120,16 +126,20 @@ class PPCA(LatentGaussianModel, BaseEstimator):
         sigma^2.
     mean_ : ndarray of shape (n_features,)
     loglik_curve_ : ndarray of shape (n_iter,)
-        Log-likelihood of the observed entries, summed over rows, at the start of each EM
-        iteration (closed form: the ML log-likelihood, one value).
+        Log-likelihood of the observed entries, summed over rows, at each EM iteration (the
+        trace of :func:`ddr.em.fit_em`: never decreasing; closed form: the ML
+        log-likelihood, one value).
     n_iter_ : int
         EM iterations (0 for the closed form).
     n_components_, n_features_in_ : int
 
     Notes
     -----
-    Passes over the data: closed form 1; EM ``n_iter_ + 1`` (the start, then one per
-    iteration). Missing values: each row's posterior uses only its
+    Passes over the data: closed form 1; EM with ``init="pca"`` on complete data 1 (its
+    iterations run on the client), otherwise ``n_iter_ + 1`` (the start, then one per
+    iteration). ``n_components >= n_samples`` is refused; data of rank at most
+    ``n_components`` leave sigma^2 unidentified (it stops at its floor, with a warning).
+    Missing values: each row's posterior uses only its
     observed features; rows with no observed value carry no information and are ignored by
     fit (with a warning), get the prior (zero) as posterior mean, the mean as imputation and
     log-likelihood 0; a feature with no observed value makes fit raise ValueError.
