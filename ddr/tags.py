@@ -240,7 +240,7 @@ def n_components_limit(what: str) -> ShapeRule:
 
     def rule(n_samples: Any, n_features: Any) -> tuple[int, str] | None:
         n = n_samples if what == "n_samples" else n_features
-        return (n, f"{what}={n}") if n else None
+        return (n, what) if n else None
 
     return rule
 
