@@ -280,6 +280,8 @@ default="linear"
         if self.kernel in ("rbf", "laplacian"):
             tags.translation_invariant = "transform"
         tags.xarray_dims = {"landmarks_": ("landmark", FEATURE), "X_fit_": ("sample", FEATURE)}
+        # the suites (and the pipeline's op tests) exercise the learned pre-image too
+        tags.checks.params = {"fit_inverse_transform": True}
         return tags
 
     # --------------------------------------------------------------- validation
