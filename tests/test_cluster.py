@@ -27,8 +27,17 @@ from ddr.cluster import (
 )
 from ddr.config.errors import PipelineError
 from ddr.demo import DemoSpec, write_demo_data
+from ddr.testing import parametrize_with_backend_checks, registered_backends
 
-SHIPPED = ["local", "address", "slurm", "pbs", "kubernetes"]
+#: the cluster configs shipped in cluster-configs/, one per kind that takes a block
+SHIPPED = sorted(p.stem for p in CLUSTER_CONFIGS.glob("*.yaml"))
+#: the kinds whose workers are batch jobs (their dry run is a job script)
+JOB_KINDS = sorted(cls.kind for cls in registered_backends() if hasattr(cls, "cluster_class"))
+
+
+def test_every_kind_with_a_block_has_a_shipped_config():
+    assert SHIPPED == sorted(cls.kind for cls in registered_backends() if cls.block)
+    assert {"slurm", "pbs"} <= set(JOB_KINDS)
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -233,7 +242,7 @@ def test_local_workers_hold_the_dask_block(tmp_path):
         assert set(handle.client.run(held).values()) == {(0.55, 0.65, 0.55)}
 
 
-@pytest.mark.parametrize("name", ["slurm", "pbs"])
+@pytest.mark.parametrize("name", JOB_KINDS)
 def test_job_scripts_export_the_dask_block_and_fall_back_for_local_directory(name):
     pytest.importorskip("dask_jobqueue")
     text = dry_run(load_cluster_config(CLUSTER_CONFIGS / f"{name}.yaml"))
@@ -271,7 +280,7 @@ def test_kubernetes_pods_get_the_dask_block():
     assert "OMP_NUM_THREADS" in text
 
 
-@pytest.mark.parametrize("name", ["slurm", "pbs"])
+@pytest.mark.parametrize("name", JOB_KINDS)
 def test_dry_run_writes_nothing(name, tmp_path, monkeypatch):
     pytest.importorskip("dask_jobqueue")
     monkeypatch.chdir(tmp_path)
@@ -464,3 +473,8 @@ def test_workers_of_an_existing_scheduler_are_compared_with_the_dask_block(tmp_p
         "distributed.worker.memory.target: workers have 0.6 (set "
         "DASK_DISTRIBUTED__WORKER__MEMORY__TARGET=0.42)"
     )
+
+
+@parametrize_with_backend_checks(registered_backends())
+def test_every_registered_backend_passes_the_backend_suite(backend, check, tmp_path):
+    check(backend, tmp_path)

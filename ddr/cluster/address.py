@@ -15,7 +15,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ddr.cluster.backend import Backend, ClusterError, ClusterHandle, make_client
 from ddr.cluster.kinds import register_backend
@@ -37,6 +37,7 @@ class Address(Backend):
 
     kind = "address"
     target = "distributed.Client"
+    example: ClassVar[dict[str, Any]] = {"address": "tcp://127.0.0.1:8786", "timeout": "30s"}
     needs_block = True
     waits = True
 

@@ -10,10 +10,11 @@ backend is adding one class, registered with :func:`ddr.cluster.kinds.register_b
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import functools
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -111,7 +112,7 @@ def make_client(*args: Any, **kwargs: Any) -> Any:
     return _client_class()(*args, **kwargs)
 
 
-class Backend:
+class Backend(abc.ABC):
     """One kind of cluster config. Subclasses set the class attributes and override what
     differs; instances hold one validated config.
 
@@ -130,10 +131,14 @@ class Backend:
     waits : bool
         Whether workers join some time after the cluster starts (batch jobs, pods, an
         existing scheduler): ddr then waits for at least one worker before running.
+    example : dict or None
+        A keyword block that validates (None for a kind without one): what the backend
+        conformance suite (:mod:`ddr.testing.backend_checks`) validates and dry-runs.
     """
 
     kind: ClassVar[str]
     target: ClassVar[str]
+    example: ClassVar[dict[str, Any] | None]
     block: ClassVar[bool] = True
     needs_block: ClassVar[bool] = False
     scalable: ClassVar[bool] = False
@@ -149,26 +154,25 @@ class Backend:
         """The keyword names the block accepts."""
         return set()
 
-    @classmethod
+    @classmethod  # noqa: B027 (a hook: no problems beyond unknown keywords by default)
     def check_block(cls, block: dict[str, Any], doc: Document) -> None:
         """Problems of the block beyond unknown keywords, added to ``doc``."""
 
     # --------------------------------------------------------------- running
-    def preflight(self) -> None:
+    def preflight(self) -> None:  # noqa: B027 (a hook: nothing to check by default)
         """Checks before anything is started; raise :class:`ClusterError`."""
 
-    @contextlib.contextmanager
-    def start(self) -> Iterator[ClusterHandle]:
-        """Start (or connect to) the cluster and yield its handle; stop it on exit."""
-        raise NotImplementedError(f"{type(self).__name__}.start")  # pragma: no cover
-        yield
+    @abc.abstractmethod
+    def start(self) -> contextlib.AbstractContextManager[ClusterHandle]:
+        """Start (or connect to) the cluster and give its handle (a context manager: the
+        cluster stops on exit)."""
 
     def worker_memory_limit(self) -> int | None:
         """The ``memory_limit`` in bytes each worker will get, as far as the config says it
         before anything is started; None when it does not (or sets none)."""
         return None
 
-    def workers_joined(self, client: Any) -> None:
+    def workers_joined(self, client: Any) -> None:  # noqa: B027 (a hook)
         """Called once the wanted workers joined, before the run (e.g. to check them)."""
 
     def dry_run(self) -> str:

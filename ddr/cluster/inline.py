@@ -18,6 +18,7 @@ class Threads(Backend):
     kind = "threads"
     target = "dask.config.set(scheduler='threads')"
     block = False
+    example = None
 
     @contextlib.contextmanager
     def start(self) -> Iterator[ClusterHandle]:

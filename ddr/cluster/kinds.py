@@ -58,7 +58,8 @@ def register_backend(cls: B) -> B:
     ------
     TypeError
         ``cls`` is not a Backend subclass, sets no ``kind``, or leaves a class attribute
-        its bases declare unset (``target``, ``cluster_class``, ...; named).
+        its bases declare unset (``target``, ``example``, ``cluster_class``, ...) or a method
+        unimplemented (``start``); named.
     ValueError
         Another class is registered under the same kind.
     """
@@ -67,7 +68,7 @@ def register_backend(cls: B) -> B:
     kind = getattr(cls, "kind", None)
     if not isinstance(kind, str) or not kind:
         raise TypeError(f"cluster backend {cls.__name__} sets no kind (a str)")
-    missing = _lacks(cls)
+    missing = _lacks(cls) + sorted(getattr(cls, "__abstractmethods__", ()))
     if missing:
         raise TypeError(
             f"cluster backend {cls.__name__} cannot be registered; it does not set: "

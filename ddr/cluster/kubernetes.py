@@ -8,7 +8,7 @@ win. No pod is inspected while waiting: ddr reports how many workers joined.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 from ddr.cluster.backend import ClusterError, call_text, params_of
 from ddr.cluster.deployed import Deployed
@@ -32,6 +32,11 @@ class Kubernetes(Deployed):
 
     kind = "kubernetes"
     target = "dask_kubernetes.operator.KubeCluster"
+    example: ClassVar[dict[str, Any]] = {
+        "name": "ddr",
+        "image": "ghcr.io/dask/dask:latest",
+        "n_workers": 2,
+    }
     needs_block = True
     waits = True
 

@@ -7,7 +7,7 @@ the config's ``dask:`` block is set while the cluster starts, so every worker ru
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, ClassVar
 
 from ddr.cluster.deployed import Deployed
 from ddr.cluster.kinds import register_backend
@@ -25,6 +25,11 @@ class Local(Deployed):
 
     kind = "local"
     target = "distributed.LocalCluster"
+    example: ClassVar[dict[str, Any]] = {
+        "n_workers": 2,
+        "threads_per_worker": 1,
+        "memory_limit": "2GiB",
+    }
 
     @classmethod
     def keywords(cls) -> set[str]:

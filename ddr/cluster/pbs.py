@@ -7,7 +7,7 @@ output of ``pbsnodes`` differs between PBS flavours); the scheduler's comment sa
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ddr.cluster.backend import JobState
 from ddr.cluster.jobqueue import JobQueue, batch_command
@@ -63,6 +63,12 @@ class PBS(JobQueue):
 
     kind = "pbs"
     target = "dask_jobqueue.PBSCluster"
+    example: ClassVar[dict[str, Any]] = {
+        "queue": "workq",
+        "cores": 2,
+        "memory": "4GB",
+        "walltime": "00:10:00",
+    }
     cluster_class = "PBSCluster"
     directive = "#PBS"
     commands: ClassVar[dict[str, str]] = {"qsub": _PACKAGE, "qstat": _PACKAGE, "qdel": _PACKAGE}

@@ -11,7 +11,7 @@ QOS, ...) or a job that ended before its workers joined is an error.
 from __future__ import annotations
 
 import re
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ddr.cluster.backend import ClusterError, JobState
 from ddr.cluster.jobqueue import JobQueue, batch_command
@@ -56,6 +56,12 @@ class SLURM(JobQueue):
 
     kind = "slurm"
     target = "dask_jobqueue.SLURMCluster"
+    example: ClassVar[dict[str, Any]] = {
+        "queue": "debug",
+        "cores": 2,
+        "memory": "4GB",
+        "walltime": "00:10:00",
+    }
     cluster_class = "SLURMCluster"
     directive = "#SBATCH"
     commands: ClassVar[dict[str, str]] = {

@@ -11,11 +11,20 @@
   round trip, 1e8 offset, empty blocks, read-out dims);
 - :func:`parametrize_with_output_kind_checks` and :func:`check_output_kind`: what every
   registered output kind does (write, status and fingerprint, ``ddr inspect``, resume, a
-  run killed mid-write leaves it incomplete).
+  run killed mid-write leaves it incomplete);
+- :func:`parametrize_with_backend_checks` and :func:`backend_checks`: what every registered
+  cluster backend does without starting anything (its example validates, a misspelled
+  keyword is named, the dry run writes and starts nothing, the schema lists it, the memory
+  a worker gets is known before start).
 
 A plug-in package runs the same suites on its own classes (see the development guide).
 """
 
+from ddr.testing.backend_checks import (
+    backend_checks,
+    parametrize_with_backend_checks,
+    registered_backends,
+)
 from ddr.testing.counting import CountingArray, counting_dask_array
 from ddr.testing.estimator_checks import (
     estimator_checks,
@@ -50,15 +59,18 @@ __all__ = [
     "CountingArray",
     "OutputKindCase",
     "S3Server",
+    "backend_checks",
     "check_output_kind",
     "counting_dask_array",
     "estimator_checks",
     "exported_estimators",
     "output_kind_cases",
+    "parametrize_with_backend_checks",
     "parametrize_with_checks",
     "parametrize_with_output_kind_checks",
     "parametrize_with_statistic_checks",
     "public_statistics",
+    "registered_backends",
     "set_environ",
     "start_s3_server",
     "statistic_checks",
