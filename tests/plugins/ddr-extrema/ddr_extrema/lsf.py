@@ -34,6 +34,9 @@ class LSF(JobQueue):
     target = "dask_jobqueue.LSFCluster"
     cluster_class = "LSFCluster"
     directive = "#BSUB"
+    example: ClassVar[dict[str, object]] = {
+        "queue": "normal", "cores": 2, "memory": "4GB", "walltime": "00:10",
+    }  # fmt: skip
     commands: ClassVar[dict[str, str]] = {"bsub": _PACKAGE, "bjobs": _PACKAGE, "bkill": _PACKAGE}
     _own_keywords: ClassVar[set[str]] = {
         "queue", "project", "walltime", "ncpus", "mem", "use_stdin", "lsf_units",
