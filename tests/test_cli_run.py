@@ -252,13 +252,20 @@ def test_plan_gives_exact_passes_when_known(here):
     text = runner.invoke(app, ["plan", "wide.yaml"]).output
     assert "pca: PCA.fit(X=X) with n_components=4" in text and "(4 passes)" in text
     assert "passes over inputs: X: 4" in text
+    # EM from a random start: one pass per iteration, as many as it takes
     ppca = RANDOMIZED.replace("op: PCA.fit", "op: PPCA.fit").replace(
         'with: {n_components: 4, solver: randomized, n_power_iter: "${params.passes}"}',
-        "with: {n_components: 4}",
+        "with: {n_components: 4, init: random}",
     )
     (here / "ppca.yaml").write_text(ppca.replace("pca.n_passes_", "pca.n_iter_"))
     text = runner.invoke(app, ["plan", "ppca.yaml"]).output
     assert "(passes decided at run time)" in text and "passes over inputs: X: 1+" in text
+    # PPCA and FactorAnalysis from their moments: one pass (EM's iterations on the client)
+    for op in ("PPCA", "FactorAnalysis"):
+        one = ppca.replace("op: PPCA.fit", f"op: {op}.fit").replace(", init: random", "")
+        (here / "one.yaml").write_text(one.replace("pca.n_passes_", "pca.n_iter_"))
+        text = runner.invoke(app, ["plan", "one.yaml"]).output
+        assert "(one pass)" in text and "passes over inputs: X: 1\n" in text + "\n", text
 
 
 def test_a_rerun_says_what_changed_and_what_it_rewrites(here):

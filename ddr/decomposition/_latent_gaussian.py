@@ -11,24 +11,35 @@ log-likelihoods of the observed entries, imputation, reconstruction.
 from __future__ import annotations
 
 import logging
+import sys
 import warnings
 from collections.abc import Hashable
 from numbers import Integral
+from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
+import sklearn
 from scipy import linalg
 from sklearn.utils.validation import check_is_fitted
 
-from ddr.base import fit_context, map_rows
+from ddr.base import FitPlan, fit_context, map_rows
 from ddr.em import EMState, fit_em
 from ddr.families import Blockwise, ComponentTransformer, LogLikelihoodScore
+from ddr.stats import compute, lazy
 from ddr.stats._input import Rows
 from ddr.stats.engine import aligned
+from ddr.stats.pairwise_moments import PairwiseMoments
 from ddr.stats.ppca_sums import PPCAParams, PPCASums, complete_posterior, row_posterior
 from ddr.tags import DDRTags, get_ddr_tags, unknown_passes
 
-__all__ = ["LatentGaussianModel", "DataMoments", "loglik_from_moments", "m_step"]
+__all__ = [
+    "DataMoments",
+    "LatentGaussianModel",
+    "loglik_from_moments",
+    "m_step",
+    "user_stacklevel",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +47,20 @@ _LOG_2PI = float(np.log(2 * np.pi))
 #: noise variance floor, relative to the variance of the data (exactly low-rank data would
 #: otherwise drive the noise to 0 and the likelihood to infinity)
 NOISE_FLOOR = 1e-12
+
+_LIBRARIES = (str(Path(__file__).resolve().parents[1]), str(Path(sklearn.__file__).parent))
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` for a warning its caller raises that names the first frame outside
+    ddr and scikit-learn: the user's call of ``fit``, however deep the fit's path (a plan's
+    finish, EM's iterations) runs."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(_LIBRARIES):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level
 
 
 # ------------------------------------------------------------- blockwise maps
@@ -273,7 +298,7 @@ class _EMProblem:
                     "value (all NaN); they carry no information and are ignored by fit "
                     "(transform gives them the prior mean 0, impute the mean)",
                     UserWarning,
-                    stacklevel=7,
+                    stacklevel=user_stacklevel(),
                 )
             if self.sd is None:
                 self._set_scale(sums.yy / np.maximum(sums.count, 1))
@@ -321,10 +346,12 @@ class LatentGaussianModel(
     ``_model() -> PPCAParams`` (the fitted model back from them), ``_set_model(params)``
     (store a fitted model in them), ``_check_shape(n_samples, n_features) -> q`` (the number
     of components, or a ValueError; :meth:`_check_components` checks it against the tags'
-    ``n_components_limit``) and ``_start(rows, q) -> (EMState, var, moments)`` (where EM
-    starts, from one pass over the data: the state, each feature's variance, and on complete
-    data the :class:`DataMoments` from which EM's iterations are then computed on the client,
-    else None); ``_check_fit(params, problem)`` may warn about the fitted model. Everything
+    ``n_components_limit``) and ``_start_from(pairwise_moments, q) -> (EMState, var,
+    moments)`` (where EM starts, from the one pass of pairwise moments of :meth:`_fit_plan`:
+    the state, each feature's variance, and on complete data the :class:`DataMoments` from
+    which EM's iterations are then computed on the client, else None; ``_start(rows, q)``
+    may start otherwise, from a pass of its own); ``_check_fit(params, problem)`` may warn
+    about the fitted model. Everything
     else is here. Their tags' ``loglik_attribute`` names the fitted attribute that holds the
     log-likelihood trace of EM; ``_em_what`` prefixes the progress records; ``_noise_floor``
     is the smallest noise variance relative to the data's variance. ``tol``, ``max_iter``
@@ -368,7 +395,7 @@ class LatentGaussianModel(
         self
         """
         plan = self._fit_plan(X, y, sample_dim=sample_dim)
-        if plan is not None:  # a one-pass fit (PPCA's closed form)
+        if plan is not None:  # one pass of moments first (see _fit_plan)
             return plan.run()
         resume = self._resume_state()
         rows = self._rows(X, reset=True, sample_dim=sample_dim, allow_nan=True)
@@ -376,12 +403,43 @@ class LatentGaussianModel(
         self._fit_em(rows, q, resume)
         return self
 
+    @fit_context
+    def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan | None:
+        """One pass of pairwise-complete moments, then the rest on the client: the whole fit
+        on complete data, EM's start with missing values (its passes follow in the finish).
+
+        A plan, so that a pipeline reads X in the pass it shares with the other one-pass fits
+        of the same input. None when ``warm_start`` continues a fitted model (EM over the
+        data from it, no start pass).
+        """
+        if not self._moments_start() or self._resume_state() is not None:
+            return None
+        rows = self._rows(X, reset=True, sample_dim=fit_params.get("sample_dim"), allow_nan=True)
+        q = self._check_shape(*rows.shape)
+        return FitPlan.over(
+            rows, lazy(PairwiseMoments, rows.data), lambda pm: self._finish_plan(rows, q, pm)
+        )
+
+    def _finish_plan(self, rows: Rows, q: int, pm: PairwiseMoments) -> Any:
+        state, var, moments = self._start_from(aligned(pm), q)
+        self._run_em(rows, state, var, moments)
+        return self
+
     def _widest_pass(self, n_features: int) -> list[tuple[Any, int]]:
-        """The E-step sums of an EM iteration (with missing entries, the widest case)."""
+        """The widest of the passes: the start's pairwise moments (d x d) or the E-step sums
+        of an EM iteration (with missing entries, d x (q+1)^2)."""
         q = self.n_components if isinstance(self.n_components, Integral) else n_features
         q = max(1, min(int(q), n_features))
         params = PPCAParams(np.zeros((n_features, q)), np.zeros(n_features), 1.0)
-        return [(PPCASums.spec(params=params), n_features)]
+        specs = [PPCASums.spec(params=params)]
+        if self._moments_start():
+            specs.append(PairwiseMoments.spec())
+        widest = max(specs, key=lambda spec: spec.value_nbytes(n_features))
+        return [(widest, n_features)]
+
+    def _moments_start(self) -> bool:
+        """Whether the fit starts from one pass of pairwise moments (:meth:`_fit_plan`)."""
+        return True
 
     def _resume_state(self) -> EMState | None:
         """With ``warm_start=True`` and a fitted model: that model as an EM state to continue
@@ -408,6 +466,17 @@ class LatentGaussianModel(
             state, var, moments = self._start(rows, q)
         else:
             state, var, moments = resume, None, None
+        self._run_em(rows, state, var, moments)
+
+    def _start(self, rows: Rows, q: int) -> tuple[EMState, np.ndarray, DataMoments | None]:
+        """Where EM starts, from one pass over the data (default: pairwise moments)."""
+        return self._start_from(compute(PairwiseMoments, rows.data), q)
+
+    def _run_em(
+        self, rows: Rows, state: EMState, var: np.ndarray | None, moments: DataMoments | None
+    ) -> None:
+        """EM from ``state`` (on the client when ``moments`` are given); sets the fitted
+        attributes."""
         problem = _EMProblem(self, floor=self._noise_floor, var=var, moments=moments)
         state = fit_em(
             None if moments is not None else rows.data,
@@ -418,7 +487,7 @@ class LatentGaussianModel(
             logger=logging.getLogger(type(self).__module__),
             what=self._em_what,
             owner=type(self).__name__,
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
         self._set_model(state.params)
         self.n_iter_ = state.n_iter

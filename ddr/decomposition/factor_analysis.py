@@ -42,11 +42,13 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ddr.base import FEATURE
-from ddr.decomposition._latent_gaussian import DataMoments, LatentGaussianModel
+from ddr.decomposition._latent_gaussian import (
+    DataMoments,
+    LatentGaussianModel,
+    user_stacklevel,
+)
 from ddr.em import EMState
 from ddr.linalg.signs import component_signs
-from ddr.stats import compute
-from ddr.stats._input import Rows
 from ddr.stats.pairwise_moments import PairwiseMoments
 from ddr.stats.ppca_sums import PPCAParams
 from ddr.tags import DDRTags
@@ -312,20 +314,23 @@ class FactorAnalysis(LatentGaussianModel, BaseEstimator):
         if first is None:
             first = var.copy()
             try:  # squared multiple correlations, scaled as factanal does
-                smc = (1.0 - 0.5 * q / d) / np.diag(linalg.inv(S, check_finite=False))
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error", linalg.LinAlgWarning)
+                    smc = (1.0 - 0.5 * q / d) / np.diag(linalg.inv(S, check_finite=False))
                 if np.all(np.isfinite(smc)) and np.all(smc > 0):
                     first = smc
-            except (linalg.LinAlgError, ValueError):  # singular: the variances
-                pass
+            except (linalg.LinAlgError, linalg.LinAlgWarning, ValueError):
+                pass  # singular (rank below d): the variances
         rng = check_random_state(self.random_state)
         return [first] + [var * rng.uniform(0.05, 0.95, d) for _ in range(self.n_init - 1)]
 
-    def _start(self, rows: Rows, q: int) -> tuple[EMState, np.ndarray, DataMoments | None]:
-        """One pass of pairwise moments, then the maximum likelihood of their covariance on
+    def _start_from(
+        self, pm: PairwiseMoments, q: int
+    ) -> tuple[EMState, np.ndarray, DataMoments | None]:
+        """The maximum likelihood of the covariance of the one pass of pairwise moments, on
         the client: the fit itself on complete data (the moments go back for EM's client-side
         iterations), EM's start with missing values."""
         started = time.perf_counter()
-        pm = compute(PairwiseMoments, rows.data)  # the one start pass
         self._check_columns(pm.count)
         S = np.nan_to_num(pm.covariance(), nan=0.0)
         var = np.diag(S).copy()
@@ -350,8 +355,8 @@ class FactorAnalysis(LatentGaussianModel, BaseEstimator):
         assert best is not None
         _, W, psi = best
         logger.info(
-            "FactorAnalysis: the likelihood of the covariance of one pass maximised on the "
-            "client (%d start(s), %.2f s)%s",
+            "FactorAnalysis: the likelihood of the covariance of the pass of moments maximised "
+            "on the client (%d start(s), %.2f s)%s",
             self.n_init,
             time.perf_counter() - started,
             "" if complete else "; EM goes on over the data (missing values)",
@@ -370,7 +375,7 @@ class FactorAnalysis(LatentGaussianModel, BaseEstimator):
                 f"({rank}): the factors can reproduce the data exactly and the noise variances "
                 "are not identified (they go to their floor). Use fewer factors",
                 UserWarning,
-                stacklevel=6,
+                stacklevel=user_stacklevel(),
             )
 
     def _check_fit(self, params: PPCAParams, problem: Any) -> None:
@@ -389,7 +394,7 @@ class FactorAnalysis(LatentGaussianModel, BaseEstimator):
             "to 0. The fit is the maximum with that bound; fewer factors, or dropping these "
             "features, may give an interior maximum",
             UserWarning,
-            stacklevel=5,
+            stacklevel=user_stacklevel(),
         )
 
     def _set_model(self, params: PPCAParams) -> None:

@@ -27,7 +27,6 @@ positive), so attributes compare one-to-one with scikit-learn's PCA (whose
 from __future__ import annotations
 
 import logging
-import time
 import warnings
 from numbers import Integral, Real
 from typing import Any, ClassVar
@@ -43,6 +42,7 @@ from ddr.decomposition._latent_gaussian import (
     DataMoments,
     LatentGaussianModel,
     loglik_from_moments,
+    user_stacklevel,
 )
 from ddr.em import EMState
 from ddr.linalg.signs import component_signs
@@ -208,9 +208,11 @@ class PPCA(LatentGaussianModel, BaseEstimator):
     # ---------------------------------------------------------------------- fit
     @fit_context
     def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan | None:
-        """The closed-form fit is one pass of Moments; EM is iterative (None)."""
+        """The closed form: one pass of Moments. EM with ``init="pca"``: one pass of pairwise
+        moments, then the iterations on the client (complete data) or over the data (missing
+        values). EM with ``init="random"``: None (its start is a pass of its own)."""
         if self.solver != "closed_form":
-            return None
+            return super()._fit_plan(X, y, **fit_params)
         rows = self._rows(X, reset=True, sample_dim=fit_params.get("sample_dim"), allow_nan=True)
         q = self._check_shape(*rows.shape)
         if not rows.is_lazy and np.isnan(rows.data).any():
@@ -248,33 +250,36 @@ class PPCA(LatentGaussianModel, BaseEstimator):
         self.loglik_curve_ = np.array([ll])
         return self
 
-    def _start(self, rows: Rows, q: int) -> tuple[EMState, np.ndarray, DataMoments | None]:
-        """The EM start, from one pass: ``pca`` (pairwise moments, closed form) or ``random``.
+    def _moments_start(self) -> bool:
+        return self.init == "pca"
 
-        With ``pca`` on complete data the moments of that pass go back with the start: EM's
-        iterations then run on the client (the start is the closed-form optimum: the first
-        confirms it).
+    def _start_from(
+        self, pm: PairwiseMoments, q: int
+    ) -> tuple[EMState, np.ndarray, DataMoments | None]:
+        """The ``pca`` start from the pass of pairwise moments: their covariance's closed form.
+
+        On complete data the moments go back with the start: EM's iterations then run on the
+        client (the start is the closed-form optimum: the first confirms it).
         """
+        self._check_columns(pm.count)
+        params, exact_ml = self._pca_start(pm, q)
+        cov = np.nan_to_num(pm.covariance(), nan=0.0)
+        var = np.diag(cov).copy()
+        if float(pm.pair_count.min()) != pm.n_rows:  # missing values: EM over the data
+            return EMState(params), var, None
+        moments = DataMoments(float(pm.n_rows), pm.mean, cov)
+        if not exact_ml:
+            return EMState(params), var, moments
+        # the closed-form ML solution: its likelihood from the moments lets the first
+        # (client-side) iteration confirm convergence
+        ll = loglik_from_moments(pm.n_rows, cov, pm.mean, params)
+        return EMState(params, start_loglik=ll), var, moments
+
+    def _start(self, rows: Rows, q: int) -> tuple[EMState, np.ndarray, DataMoments | None]:
+        """The EM start from one pass: ``pca`` (pairwise moments, :meth:`_start_from`) or
+        ``random``."""
         if self.init == "pca":
-            start = time.perf_counter()
-            pm = compute(PairwiseMoments, rows.data)  # the one init pass
-            logger.info(
-                "PPCA (EM): starting point from one pass of pairwise moments (%.2f s)",
-                time.perf_counter() - start,
-            )
-            self._check_columns(pm.count)
-            params, exact_ml = self._pca_start(pm, q)
-            cov = np.nan_to_num(pm.covariance(), nan=0.0)
-            var = np.diag(cov).copy()
-            if float(pm.pair_count.min()) != pm.n_rows:  # missing values: EM over the data
-                return EMState(params), var, None
-            moments = DataMoments(float(pm.n_rows), pm.mean, cov)
-            if not exact_ml:
-                return EMState(params), var, moments
-            # the closed-form ML solution: its likelihood from the moments lets the first
-            # (client-side) iteration confirm convergence
-            ll = loglik_from_moments(pm.n_rows, cov, pm.mean, params)
-            return EMState(params, start_loglik=ll), var, moments
+            return super()._start(rows, q)
         # a random W around the data's mean and at its scale, from one pass of diagonal
         # moments: a start at the origin is not translation-equivariant (on data at a 1e8
         # offset EM from mu = 0 cancels every digit of its first residuals and stalls)
@@ -295,7 +300,7 @@ class PPCA(LatentGaussianModel, BaseEstimator):
                 f"at most n_components={params.q}, so sigma^2 is not identified (the "
                 "likelihood is unbounded as it goes to 0). Use fewer components",
                 UserWarning,
-                stacklevel=5,
+                stacklevel=user_stacklevel(),
             )
 
     def _pca_start(self, pm: PairwiseMoments, q: int) -> tuple[PPCAParams, bool]:
