@@ -16,23 +16,27 @@ k-means to come) is this loop, and only this loop:
 3. **Stop** by the rule below, or after ``max_iter`` iterations with a
    :class:`~sklearn.exceptions.ConvergenceWarning`.
 
-**The stopping rule.** Write ``F`` for one EM iteration (E-step and M-step), ``L(x)`` for the
-log-likelihood at parameters ``x``. After every iteration that evaluated a plain EM step,
-``x = F(y)`` with ``y`` evaluated just before it, EM has the gain ``g = L(x) - L(y)`` and
-an estimate of the rate ``r`` at which EM's steps shrink (EM converges linearly: the
-distance to the optimum falls by ``r`` per step, the log-likelihood gap by ``r^2``):
+**The stopping rule.** Write ``L`` for the log-likelihood. EM checks it at its *progress
+points*: every iteration of plain EM; with SQUAREM (below) each cycle's start ``x0``. With
+``L_0, ..., L_k`` the log-likelihoods at the progress points so far and ``g = L_k - L_{k-1}``:
 
-- with parameter coordinates (``problem.to_vector``): ``r = |F(x) - x| / |x - y|``, the
-  ratio of two successive steps, the larger of the last two such ratios;
-- without: Aitken's ``r^2 = g / g_prev``, the ratio of two successive gains.
+- for each window of ``m = 1, 2, 4, ..., 64`` points that fits twice (``2 m <= k``), the
+  gains over the last two windows, ``S1 = L_{k-m} - L_{k-2m}`` and ``S2 = L_k - L_{k-m}``,
+  give the rate of convergence over m points, ``r_m = S2 / S1``, and the gain still to come,
+  the geometric remainder ``S2 r_m / (1 - r_m)`` (infinite when ``r_m >= 1``; a window whose
+  ``S1`` is below round-off, ``100 eps |L|``, counts as no progress when ``S2`` is too, and
+  as infinite otherwise);
+- ``delta``, the estimate of what is left, is the largest over the windows (Aitken's
+  estimate, over windows: the sums smooth gains that oscillate around their trend, where a
+  single ratio of two gains would have to be known to 1e-4 at a rate of 0.999);
+- EM has **converged** when ``g <= tol |L_k|`` and ``delta <= tol |L_k|`` (at least three
+  points), or when ``-tol |L_k| <= g <= 0``: progress points rise in exact arithmetic, so a
+  gain at or below zero means the log-likelihood's round-off now hides what EM still moves.
 
-Then the gap left to the optimum is ``delta = g r^2 / (1 - r^2)`` (the sum of the geometric
-series of the gains to come; infinite when ``r >= 1``), and EM has **converged** when ``g <=
-0`` (no rise: a fixed point, to round-off), or when both ``g`` and ``delta`` are at most
-``tol * |L(x)|``. A rule on ``g`` alone (the usual one) stops slow linear convergence far
-from the optimum: at ``r = 0.999`` the gap is 500 times the last gain. With ``start_loglik``
-(a start whose log-likelihood is known without a pass), the first iteration compares its
-log-likelihood with it: no rise above ``tol`` means the start was the optimum.
+A rule on ``g`` alone (the usual one) stops slow linear convergence far from the optimum: at
+a rate of 0.999 the gap is 500 times the last gain. With ``start_loglik`` (a start whose
+log-likelihood is known without a pass), the first iteration compares its log-likelihood
+with it: no rise above ``tol`` means the start was the optimum.
 
 **Acceleration** (``accelerate=True`` and a problem with ``to_vector``/``from_vector``, and
 no per-row parameters): SQUAREM (Varadhan and Roland, 2008, scheme S3). From ``x0``, two
@@ -43,8 +47,8 @@ and ``F(x')``: it is kept when ``L(x') >= L(x1)`` (the log-likelihood never fall
 the next cycle, ``x0 = x'``; otherwise EM falls back to the plain step ``x2`` (that pass is
 lost, ``a_max`` is divided by 4). ``a_max`` starts at 1 and is multiplied by 4 each time a
 kept step used all of it (the package's defaults). A point that ``from_vector`` refuses
-(outside the parameter space) is pulled back towards ``x2`` first, without a pass. The
-accelerated steps are never stopping points: the rule above is applied to plain steps only.
+(outside the parameter space) is pulled back towards ``x2`` first, without a pass. Only
+the cycles' starts are progress points of the stopping rule.
 
 An estimator describes its model as an :class:`EMProblem` (the statistic to compute at given
 parameters, and the M-step) and calls :func:`fit_em` with an :class:`EMState` to start from.
@@ -63,7 +67,7 @@ log-likelihood and its change::
         def m_step(self, stat, params):           # the merged statistic -> new params
             return ...
 
-        # optional, for SQUAREM and the rate of the stopping rule:
+        # optional, for SQUAREM (unit-free, unconstrained coordinates):
         def to_vector(self, params): ...          # params -> 1-d float array
         def from_vector(self, vector, params): ...  # -> params, or None if invalid
 
@@ -115,13 +119,13 @@ class EMProblem(Protocol[P]):
     parameters; it runs on the client and may raise ValueError for data the model cannot fit
     (it sees the first merged statistic before anything else does).
 
-    Optional methods (looked up with ``getattr``):
+    Optional methods (looked up with ``hasattr``):
 
     - ``to_vector(params) -> ndarray`` and ``from_vector(vector, params) -> params or None``:
       the parameters as one float vector (in coordinates where steps compare: unit-free,
       unconstrained, e.g. log-variances) and back (None for a vector outside the parameter
-      space); they give the stopping rule its rate and enable SQUAREM. ``from_vector`` is
-      only called with vectors that ``to_vector`` made or their extrapolations.
+      space); they enable SQUAREM. ``from_vector`` is only called with vectors that
+      ``to_vector`` made or their extrapolations.
     - ``expectation(params) -> statistic``: the E-step computed on the client (for
       ``fit_em(None, ...)``).
     """

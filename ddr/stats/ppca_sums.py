@@ -903,7 +903,7 @@ class PPCASums(Statistic):
         """Memory estimate of ``from_block``'s temporaries, per sub-block of rows: centred
         rows and their products with W for complete rows; for rows with missing entries
         (larger sub-blocks) the rows, their mask, zeroed copy and bit mask, and the packed
-        systems, factors, inverses and posterior moments of :class:`BatchedPosterior`."""
+        systems, factors, inverses and posterior moments of ``BatchedPosterior``."""
         q = params.q if params is not None else 1
         q1 = q + 1
         d = n_features
