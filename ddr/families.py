@@ -18,6 +18,7 @@ same-width transformer's is ``n_features``); estimators add theirs.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
@@ -95,7 +96,7 @@ class Blockwise:
 
 
 # --------------------------------------------------------------- component outputs
-class ComponentTransformer(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin):
+class ComponentTransformer(DDRMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, abc.ABC):
     """``transform`` to ``n_components_`` columns, blockwise, in the input's form.
 
     A subclass gives ``_projection`` (the blockwise map of validated rows) and, where
@@ -119,9 +120,9 @@ class ComponentTransformer(DDRMixin, ClassNamePrefixFeaturesOutMixin, Transforme
         """The validated rows ``transform`` maps (complete, finite rows by default)."""
         return self._rows(X, reset=False, sample_dim=sample_dim)
 
+    @abc.abstractmethod
     def _projection(self, rows: Rows) -> Blockwise:
         """The blockwise map of ``rows`` to their ``n_components_`` columns."""
-        raise NotImplementedError(f"{type(self).__name__} does not define _projection")
 
     def transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
         """Map X onto the fitted components, blockwise (lazy for dask input).
@@ -183,9 +184,9 @@ class LinearProjection(ComponentTransformer):
 
     _abstract_estimator = True
 
+    @abc.abstractmethod
     def _reconstruction(self, rows: Rows) -> Blockwise:
         """The blockwise map of component rows back to the features."""
-        raise NotImplementedError(f"{type(self).__name__} does not define _reconstruction")
 
     def inverse_transform(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
         """Map component scores back to the feature space, blockwise.
@@ -238,7 +239,7 @@ def _input_width(n_samples: Any, n_features: Any) -> Any:
     return n_features
 
 
-class SameWidthTransformer(DDRMixin, OneToOneFeatureMixin, TransformerMixin):
+class SameWidthTransformer(DDRMixin, OneToOneFeatureMixin, TransformerMixin, abc.ABC):
     """A transform (and its inverse) that keeps the features: the output has the input's
     width, feature dim and feature coordinate.
 
@@ -256,11 +257,13 @@ class SameWidthTransformer(DDRMixin, OneToOneFeatureMixin, TransformerMixin):
         tags.transformer.saved_width = _saved_n_features
         return tags
 
+    @abc.abstractmethod
     def _forward(self, rows: Rows) -> Blockwise:
-        raise NotImplementedError(f"{type(self).__name__} does not define _forward")
+        """The blockwise map of rows to their transform."""
 
+    @abc.abstractmethod
     def _backward(self, rows: Rows) -> Blockwise:
-        raise NotImplementedError(f"{type(self).__name__} does not define _backward")
+        """The blockwise map of transformed rows back to the input."""
 
     def _nan_ok(self) -> bool:
         return bool(self.__sklearn_tags__().input_tags.allow_nan)  # type: ignore[attr-defined]

@@ -569,14 +569,17 @@ class LatentGaussianModel(
             component_)`` for xarray input).
         """
         rows = self._rows(X, reset=False, sample_dim=sample_dim, allow_nan=True)
-        name = f"{self._key_prefix()}_transform"
-        block = Blockwise(
-            _transform_block, self._args(), np.float64, name, coords=False, allow_nan=True
-        )
-        Z = self._project(rows, block)
+        Z = self._project(rows, self._projection(rows))
         if not return_cov:
             return Z
         return Z, self._covariances(rows)
+
+    def _projection(self, rows: Rows) -> Blockwise:
+        """The posterior means' blockwise map (each row with its observed features)."""
+        name = f"{self._key_prefix()}_transform"
+        return Blockwise(
+            _transform_block, self._args(), np.float64, name, coords=False, allow_nan=True
+        )
 
     def _key_prefix(self) -> str:
         return type(self).__name__.lower()

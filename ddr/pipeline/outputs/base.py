@@ -231,8 +231,9 @@ class OutputKind(abc.ABC):
         point leaves it incomplete or missing, never complete."""
 
     def stream(self, w: WriteContext, out: OutputPlan) -> Streamed:
-        """The output's share of the final pass (kinds whose :meth:`streams` can be true)."""
-        raise NotImplementedError(f"the {self.name} output kind does not stream")
+        """The output's share of the final pass (kinds whose :meth:`streams` can be true:
+        registration refuses such a kind that does not define this)."""
+        raise TypeError(f"the {self.name} output kind does not stream; it is written whole")
 
     # ------------------------------------------------------------- reading back
     @abc.abstractmethod
