@@ -11,6 +11,12 @@ This is the one place parameters are validated: an estimator's ``fit``
 (:meth:`ddr.base.DDRMixin._validate_params`), a statistic's options
 (:meth:`ddr.stats.Statistic.spec`) and a pipeline step's ``with:``
 (:func:`ddr.pipeline.registry.check_params`) all call :func:`validate_parameters`.
+
+Renamed parameters (ddr's old names where scikit-learn has its own, see the estimators page's
+"Differences from scikit-learn") are declared by the class (``_renamed_params``: old name ->
+new; ``_renamed_values``: parameter -> {old value: new}); the old name or value still works
+for one release with a FutureWarning naming the new one (:func:`take_renamed`,
+:func:`renamed_values`), in Python and in a pipeline's ``with:``.
 """
 
 from __future__ import annotations
@@ -21,7 +27,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["validate_parameters"]
+__all__ = [
+    "RENAMED_REMOVED_IN",
+    "renamed_parameter_message",
+    "renamed_value_message",
+    "renamed_values",
+    "take_renamed",
+    "validate_parameters",
+]
 
 
 def _numeric(constraint: Any) -> bool:
@@ -81,3 +94,63 @@ def validate_parameters(
             f"The {name!r} parameter of {caller_name} must be {what}. Got {value!r} instead "
             "(a bool is not a number here)."
         )
+
+
+# ------------------------------------------------------------------ renamed parameters
+#: the release from which the old names and values of renamed parameters are refused
+RENAMED_REMOVED_IN = "0.3"
+
+
+def renamed_parameter_message(owner: str, old: str, new: str) -> str:
+    """The FutureWarning of a parameter given by its old name."""
+    return (
+        f"{owner}: the parameter {old!r} is now called {new!r} (scikit-learn's name); "
+        f"{old!r} is deprecated and will stop working in ddr {RENAMED_REMOVED_IN}: write "
+        f"{new!r} instead"
+    )
+
+
+def renamed_value_message(owner: str, name: str, old: Any, new: Any) -> str:
+    """The FutureWarning of a parameter given an old value."""
+    return (
+        f"{owner}: {name}={old!r} is now called {name}={new!r} (scikit-learn's name); "
+        f"{old!r} is deprecated and will stop working in ddr {RENAMED_REMOVED_IN}: write "
+        f"{new!r} instead"
+    )
+
+
+def renamed_values(
+    renamed: Mapping[str, Mapping[Any, Any]], params: Mapping[str, Any]
+) -> list[tuple[str, Any, Any]]:
+    """``[(name, old value, new value)]`` for every parameter of ``params`` set to an old
+    value of ``renamed`` (parameter -> {old value: new value})."""
+    out = []
+    for name, values in renamed.items():
+        value = params.get(name)
+        if isinstance(value, str) and value in values:
+            out.append((name, value, values[value]))
+    return out
+
+
+def take_renamed(
+    owner: str, renamed: Mapping[str, str], given: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """``given`` with the old names of ``renamed`` (old -> new) replaced by the new ones.
+
+    Returns the parameters and the ``(old, new)`` pairs that were replaced (the caller warns,
+    where it can say where). A parameter given under both names is a ``TypeError``, as
+    Python's for a keyword given twice.
+    """
+    out = dict(given)
+    done = []
+    for old, new in renamed.items():
+        if old not in out:
+            continue
+        if new in given:
+            raise TypeError(
+                f"{owner} got both {old!r} and {new!r}, one parameter under its old and its "
+                f"new name; give only {new!r}"
+            )
+        out[new] = out.pop(old)
+        done.append((old, new))
+    return out, done

@@ -142,12 +142,22 @@ class DDRMixin:
     """
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {}
+    #: parameters renamed to scikit-learn's names: old name -> new name. The old name still
+    #: works (``__init__``, ``set_params``, a pipeline's ``with:``) for one release, with a
+    #: FutureWarning naming the new one (:func:`ddr._params.take_renamed`)
+    _renamed_params: ClassVar[dict[str, str]] = {}
+    #: values renamed to scikit-learn's: parameter -> {old value: new value}. Declare the old
+    #: values ``StrOptions(..., deprecated=...)``; ``fit`` warns (FutureWarning) and the
+    #: estimator reads the new value through :meth:`_param`
+    _renamed_values: ClassVar[dict[str, dict[Any, Any]]] = {}
     #: True (in its own class body) for a family base that is not an estimator by itself:
     #: its tags are checked in its subclasses
     _abstract_estimator: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if cls._renamed_params and "__init__" in cls.__dict__:
+            cls.__init__ = _accepting_old_names(cls.__dict__["__init__"])  # type: ignore[method-assign]
         _check_declared(cls)
 
     # ------------------------------------------------------------------- tags
@@ -165,10 +175,46 @@ class DDRMixin:
         :func:`ddr._params.validate_parameters`), then their combination."""
         from ddr._params import validate_parameters
 
-        validate_parameters(
-            self._parameter_constraints, self.get_params(deep=False), type(self).__name__
-        )
+        params = self.get_params(deep=False)
+        validate_parameters(self._parameter_constraints, params, type(self).__name__)
+        self._warn_renamed_values(params)
         self._check_param_combination()
+
+    def _warn_renamed_values(self, params: Mapping[str, Any]) -> None:
+        """A FutureWarning for each parameter set to a value that has a new name."""
+        import warnings
+
+        from ddr._params import renamed_value_message, renamed_values
+
+        for name, old, new in renamed_values(self._renamed_values, params):
+            warnings.warn(
+                renamed_value_message(type(self).__name__, name, old, new),
+                FutureWarning,
+                stacklevel=4,
+            )
+
+    def _param(self, name: str) -> Any:
+        """Parameter ``name`` with a renamed value read as its new name."""
+        value = getattr(self, name)
+        renamed = self._renamed_values.get(name, {})
+        return renamed.get(value, value) if isinstance(value, str) else value
+
+    def set_params(self, **params: Any) -> Any:
+        """scikit-learn's ``set_params``; a renamed parameter's old name still works, with a
+        FutureWarning naming the new one.
+
+        Parameters
+        ----------
+        **params
+            Parameter names and values (``step__name`` for nested estimators).
+
+        Returns
+        -------
+        self
+        """
+        if self._renamed_params:
+            params = _take_renamed(type(self), params, stacklevel=3)
+        return super().set_params(**params)  # type: ignore[misc]
 
     def _check_param_combination(self) -> None:
         """Constraints between parameters that need no data (none here); raise
@@ -244,7 +290,7 @@ class DDRMixin:
         if rows.shape[0] == 0:
             raise ValueError(
                 f"Found array with 0 sample(s) (shape={rows.shape}) while a minimum of 1 is "
-                "required."
+                f"required by {type(self).__name__}."
             )
         return rows
 
@@ -344,6 +390,33 @@ class DDRMixin:
         # ddr.io writes models and sits above the estimators: its writer is registered in
         # ddr._hooks (by the package root), never imported from here
         saver()(self, path, if_exists=if_exists, storage_options=storage_options)
+
+
+def _take_renamed(cls: type, given: dict[str, Any], *, stacklevel: int) -> dict[str, Any]:
+    """``given`` with renamed parameters' old names replaced, each with a FutureWarning."""
+    import warnings
+
+    from ddr._params import renamed_parameter_message, take_renamed
+
+    out, done = take_renamed(cls.__name__, cls._renamed_params, given)  # type: ignore[attr-defined]
+    for old, new in done:
+        warnings.warn(
+            renamed_parameter_message(cls.__name__, old, new), FutureWarning, stacklevel=stacklevel
+        )
+    return out
+
+
+def _accepting_old_names(init: Callable[..., None]) -> Callable[..., None]:
+    """``__init__`` that also takes the old names of the class's renamed parameters (a
+    FutureWarning each); its signature (what ``get_params`` reads) is ``init``'s."""
+
+    @functools.wraps(init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if any(k in type(self)._renamed_params for k in kwargs):
+            kwargs = _take_renamed(type(self), kwargs, stacklevel=3)
+        init(self, *args, **kwargs)
+
+    return __init__
 
 
 def _check_declared(cls: type) -> None:

@@ -119,12 +119,12 @@ def test_basis_is_one_graph_key_not_embedded_in_every_task():
 
 # --------------------------------------------------------------------------------- passes
 @pytest.mark.parametrize("q", [0, 1, 3])
-def test_passes_are_n_power_iter_plus_one(rng, q):
-    """Acceptance: at most n_power_iter + 2 passes (it makes n_power_iter + 1)."""
+def test_passes_are_iterated_power_plus_one(rng, q):
+    """Acceptance: at most iterated_power + 2 passes (it makes iterated_power + 1)."""
     X = benchmark_like(rng, n=4000, d=100)
     arr, counter = counting_dask_array(X, chunks=(500, -1))
     with dask.config.set(scheduler="threads"):
-        pca = PCA(10, solver="randomized", n_power_iter=q, random_state=0).fit(arr)
+        pca = PCA(10, svd_solver="randomized", iterated_power=q, random_state=0).fit(arr)
     assert counter.passes == q + 1 <= q + 2
     assert pca.n_passes_ == q + 1
 
@@ -134,9 +134,9 @@ def test_stops_when_the_krylov_space_is_complete(rng):
     X = benchmark_like(rng, n=2000, d=50, dtype=np.float64)
     arr, counter = counting_dask_array(X, chunks=(500, -1))
     with dask.config.set(scheduler="threads"):
-        pca = PCA(10, solver="randomized", n_power_iter=5, random_state=0).fit(arr)
+        pca = PCA(10, svd_solver="randomized", iterated_power=5, random_state=0).fit(arr)
     assert counter.passes == 3 == pca.n_passes_
-    ref = PCA(10, solver="exact").fit(X)
+    ref = PCA(10, svd_solver="full").fit(X)
     np.testing.assert_allclose(pca.components_, ref.components_, atol=1e-10)
     np.testing.assert_allclose(pca.explained_variance_, ref.explained_variance_, rtol=1e-12)
 
@@ -149,7 +149,7 @@ def test_default_accuracy_on_benchmark_like_data(rng, dtype):
     comps, ev = exact_top(X)
     arr = da.from_array(X, chunks=(2500, -1))
     for seed in range(3):
-        pca = PCA(10, solver="randomized", random_state=seed).fit(arr)
+        pca = PCA(10, svd_solver="randomized", random_state=seed).fit(arr)
         assert principal_angle_deg(pca.components_, comps) < 0.01
         np.testing.assert_allclose(pca.explained_variance_, ev, rtol=1e-6)
         assert pca.n_passes_ == 4
@@ -160,7 +160,7 @@ def test_default_accuracy_on_digits():
     X = load_digits().data
     ref = SkPCA(10, svd_solver="full").fit(X)
     for seed in range(5):
-        pca = PCA(10, solver="randomized", random_state=seed).fit(X)
+        pca = PCA(10, svd_solver="randomized", random_state=seed).fit(X)
         assert principal_angle_deg(pca.components_, ref.components_) < 0.1
         np.testing.assert_allclose(pca.explained_variance_, ref.explained_variance_, rtol=1e-6)
         np.testing.assert_allclose(pca.components_, ref.components_, atol=1e-5)  # same signs
@@ -172,7 +172,7 @@ def test_beats_svd_compressed_in_float32_with_fewer_passes(rng):
     X = benchmark_like(rng, n=20000, d=100)
     comps, _ = exact_top(X)
     arr = da.from_array(X, chunks=(2500, -1))
-    ours = PCA(10, solver="randomized", n_power_iter=2, random_state=0).fit(arr)
+    ours = PCA(10, svd_solver="randomized", iterated_power=2, random_state=0).fit(arr)
     _, _, vt = da.linalg.svd_compressed(arr - arr.mean(axis=0), k=10, n_power_iter=2, seed=0)
     theirs = principal_angle_deg(vt.compute(), comps)
     mine = principal_angle_deg(ours.components_, comps)
@@ -190,7 +190,7 @@ def test_one_hundred_thousand_columns(rng):
     with dask.config.set(scheduler="threads"):
         pca = PCA(5, random_state=0).fit(arr)  # auto -> randomized for d > 2048
     assert pca.solver_ == "randomized"
-    assert counter.passes == pca.n_power_iter + 1
+    assert counter.passes == pca.iterated_power + 1
     assert principal_angle_deg(pca.components_, comps) < 0.01
     np.testing.assert_allclose(pca.explained_variance_, ev, rtol=1e-6)
     Z = pca.transform(arr)
@@ -202,20 +202,20 @@ def test_one_hundred_thousand_columns(rng):
 # -------------------------------------------------------------- fractions, offsets, seeds
 def test_fraction_of_variance(rng):
     X = benchmark_like(rng, n=5000, d=80, dtype=np.float64)
-    ref = PCA(0.8, solver="covariance").fit(X)
-    got = PCA(0.8, solver="randomized", random_state=0).fit(X)
+    ref = PCA(0.8, svd_solver="covariance_eigh").fit(X)
+    got = PCA(0.8, svd_solver="randomized", random_state=0).fit(X)
     assert got.n_components_ == ref.n_components_
     np.testing.assert_allclose(got.explained_variance_ratio_, ref.explained_variance_ratio_)
     flat = rng.standard_normal((400, 300))
     with pytest.raises(ValueError, match="the top 100 components explain only"):
-        PCA(0.99, solver="randomized", random_state=0).fit(flat)
+        PCA(0.99, svd_solver="randomized", random_state=0).fit(flat)
 
 
 def test_offset_does_not_cost_digits(rng):
     X = benchmark_like(rng, n=5000, d=50, dtype=np.float64)
     arr = da.from_array(X, chunks=(700, -1))
-    plain = PCA(10, solver="randomized", random_state=1).fit(arr)
-    shifted = PCA(10, solver="randomized", random_state=1).fit(arr + 1e6)
+    plain = PCA(10, svd_solver="randomized", random_state=1).fit(arr)
+    shifted = PCA(10, svd_solver="randomized", random_state=1).fit(arr + 1e6)
     np.testing.assert_allclose(shifted.explained_variance_, plain.explained_variance_, rtol=1e-8)
     np.testing.assert_allclose(shifted.components_, plain.components_, atol=1e-8)
     np.testing.assert_allclose(shifted.mean_ - 1e6, plain.mean_, atol=1e-8)
@@ -223,9 +223,9 @@ def test_offset_does_not_cost_digits(rng):
 
 def test_deterministic_and_chunking_invariant(rng):
     X = benchmark_like(rng, n=3000, d=40, dtype=np.float64)
-    a = PCA(5, solver="randomized", random_state=7).fit(da.from_array(X, chunks=(300, -1)))
-    b = PCA(5, solver="randomized", random_state=7).fit(da.from_array(X, chunks=(1000, -1)))
-    c = PCA(5, solver="randomized", random_state=7).fit(X)
+    a = PCA(5, svd_solver="randomized", random_state=7).fit(da.from_array(X, chunks=(300, -1)))
+    b = PCA(5, svd_solver="randomized", random_state=7).fit(da.from_array(X, chunks=(1000, -1)))
+    c = PCA(5, svd_solver="randomized", random_state=7).fit(X)
     for other in (b, c):
         np.testing.assert_allclose(other.components_, a.components_, atol=1e-12)
         np.testing.assert_allclose(other.explained_variance_, a.explained_variance_, rtol=1e-12)

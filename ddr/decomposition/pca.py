@@ -1,18 +1,25 @@
 """Principal component analysis of arrays larger than memory.
 
-Three solvers, one set of fitted attributes (scikit-learn's names):
+Four solvers (scikit-learn's ``svd_solver`` names), one set of fitted attributes
+(scikit-learn's names):
 
-- ``"covariance"``: ONE pass of :class:`ddr.stats.Moments` (per-block float64 centring,
+- ``"covariance_eigh"``: ONE pass of :class:`ddr.stats.Moments` (per-block float64 centring,
   Chan merge, so two-pass accuracy whatever the offset of the data), then ``eigh`` of the
   d x d covariance, only the top ``k`` when ``k`` is much smaller than ``d``. ``partial_fit``
   merges the moments of each new batch.
 - ``"randomized"``: randomized block Krylov iteration on the centred scatter (Halko, Martinsson
-  and Tropp; Musco and Musco), ``n_power_iter + 1`` passes, never forming a d x d matrix
+  and Tropp; Musco and Musco), ``iterated_power + 1`` passes, never forming a d x d matrix
   (:mod:`ddr.linalg.randomized`).
-- ``"exact"``: the thin SVD of the centred data in memory, the reference.
-- ``"auto"``: ``"covariance"`` for ``n_features <= AUTO_COVARIANCE_MAX_FEATURES`` (2048: the
-  d x d float64 scatter is at most 32 MiB, and a merge task of the tree holds ``split_every``
-  = 16 of them), ``"randomized"`` above.
+- ``"full"``: the thin SVD of the centred data in memory, the reference.
+- ``"arpack"``: the top ``k`` singular triplets of the centred data in memory by ARPACK
+  (``scipy.sparse.linalg.svds``), as scikit-learn's.
+- ``"auto"``: ``"covariance_eigh"`` for ``n_features <= AUTO_COVARIANCE_MAX_FEATURES`` (2048:
+  the d x d float64 scatter is at most 32 MiB, and a merge task of the tree holds
+  ``split_every`` = 16 of them), ``"randomized"`` above (and ``"covariance_eigh"`` for
+  ``n_components="mle"``, which needs every eigenvalue).
+
+ddr's former names ``solver`` (values ``"covariance"``, ``"exact"``) and ``n_power_iter``
+still work until ddr 0.3, with a FutureWarning.
 
 Transforms are blockwise (:func:`ddr.base.map_rows`): numpy in, numpy out; dask in, lazy dask
 out; DataArray in, DataArray out with the sample coordinate and a ``component`` dim.
@@ -21,7 +28,7 @@ out; DataArray in, DataArray out with the sample coordinate and a ``component`` 
 from __future__ import annotations
 
 from collections.abc import Hashable
-from numbers import Integral
+from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import dask
@@ -33,9 +40,11 @@ from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from ddr.base import FEATURE, FitPlan, fit_context, map_rows
+from ddr.base import FEATURE, FitPlan, InvalidParameterError, fit_context, map_rows
 from ddr.decomposition._pca_solvers import (
     Spectrum,
+    mle_dimension,
+    solve_arpack,
     solve_covariance,
     solve_exact,
     solve_randomized,
@@ -54,13 +63,18 @@ from ddr.tags import DDRTags, moments_pass, rank_limit
 
 __all__ = ["AUTO_COVARIANCE_MAX_FEATURES", "FRACTION_MAX_COMPONENTS", "PCA"]
 
-#: ``solver="auto"`` uses the covariance solver up to this many features, randomized above.
+#: ``svd_solver="auto"`` uses the covariance solver up to this many features, randomized above.
 AUTO_COVARIANCE_MAX_FEATURES = 2048
 #: With a fractional ``n_components`` the randomized solver sketches for this many components
 #: (plus oversampling) and picks the smallest ``k`` among them.
 FRACTION_MAX_COMPONENTS = 100
 
-_SOLVERS = ("auto", "covariance", "randomized", "exact")
+_SOLVERS = ("auto", "covariance_eigh", "randomized", "full", "arpack")
+#: ddr's former solver names, scikit-learn's since ddr 0.2
+_RENAMED_SOLVERS = {"covariance": "covariance_eigh", "exact": "full"}
+#: ``iterated_power="auto"``: block Krylov iterations with re-orthonormalisation (see the
+#: parameter's documentation)
+AUTO_ITERATED_POWER = 3
 _LOG_2PI = float(np.log(2 * np.pi))
 _MISSING_HINT = (
     "PCA needs complete rows; for data with missing values use ddr.PPCA(solver='em'), which "
@@ -111,11 +125,11 @@ def _score_block(
 
 
 def _covariance_solver(est: PCA) -> bool:
-    if est.solver in ("auto", "covariance"):
+    if est._param("svd_solver") in ("auto", "covariance_eigh"):
         return True
     raise AttributeError(
-        "partial_fit accumulates the d x d covariance; it needs solver='covariance' or "
-        f"'auto'; this PCA has solver={est.solver!r}"
+        "partial_fit accumulates the d x d covariance; it needs svd_solver='covariance_eigh' "
+        f"or 'auto'; this PCA has svd_solver={est.svd_solver!r}"
     )
 
 
@@ -124,30 +138,47 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
 
     Parameters
     ----------
-    n_components : int, float or None, default=None
+    n_components : int, float, "mle" or None, default=None
         An int ``k`` in ``[1, min(n_samples, n_features)]``; a float in (0, 1): the smallest
         ``k`` whose components explain more than that fraction of the total variance (the
-        trace of the covariance, known from the same pass, for every solver); or None: all
-        ``min(n_samples, n_features)`` components (not with the randomized solver).
-    solver : {"auto", "covariance", "randomized", "exact"}, default="auto"
-        ``"covariance"``: one pass, ``eigh`` of the d x d covariance. ``"randomized"``:
-        ``n_power_iter + 1`` passes, memory O(d (k + n_oversamples)(n_power_iter + 1)), for
-        wide data. ``"exact"``: loads the data and takes its SVD (small data; the reference).
-        ``"auto"``: covariance for ``n_features <= 2048``, randomized above.
+        trace of the covariance, known from the same pass, for every solver); ``"mle"``:
+        Minka's maximum-likelihood estimate of the dimensionality from the eigenvalues
+        (scikit-learn's; needs every eigenvalue, so the covariance or full solver, and
+        ``n_samples >= n_features``); or None: all ``min(n_samples, n_features)`` components
+        (not with the randomized solver).
     whiten : bool, default=False
         Divide the scores by ``sqrt(explained_variance_)`` so they have unit variance.
-    n_oversamples : int, default=10
-        Extra dimensions of the randomized sketch beyond ``k``.
-    n_power_iter : int, default=3
+    svd_solver : {"auto", "covariance_eigh", "randomized", "full", "arpack"}, default="auto"
+        ``"covariance_eigh"``: one pass, ``eigh`` of the d x d covariance. ``"randomized"``:
+        ``iterated_power + 1`` passes, memory O(d (k + n_oversamples)(iterated_power + 1)),
+        for wide data. ``"full"``: loads the data and takes its SVD (small data; the
+        reference). ``"arpack"``: loads the data and takes its top ``k`` singular triplets
+        by ARPACK (``0 < k < min(n_samples, n_features)``). ``"auto"``: covariance_eigh for
+        ``n_features <= 2048``, randomized above. (Formerly ``solver``, with
+        ``"covariance"`` and ``"exact"`` for ``"covariance_eigh"`` and ``"full"``: accepted
+        until ddr 0.3 with a FutureWarning.)
+    tol : float, default=0.0
+        Tolerance of the singular values computed by ``svd_solver="arpack"`` (0: machine
+        precision); not used by the other solvers.
+    iterated_power : int or "auto", default=3
         Power (block Krylov) iterations of the randomized solver; it reads the data
-        ``n_power_iter + 1`` times. The default 3 (4 passes) gives, with 10 oversamples,
+        ``iterated_power + 1`` times. The default 3 (4 passes) gives, with 10 oversamples,
         top-10 principal angles below 0.002 degrees and explained variances within 5e-9 of
         exact on low-rank-plus-noise data like ddr's benchmarks and on scikit-learn's digits
         (see docs/linear.md); each further iteration costs one pass and typically gains
-        one to two orders of magnitude.
+        one to two orders of magnitude. ``"auto"`` is 3 (scikit-learn's ``"auto"``, 4 or 7
+        iterations of plain subspace iteration, would cost ddr more passes for no gain:
+        block Krylov iteration converges faster). (Formerly ``n_power_iter``.)
+    n_oversamples : int, default=10
+        Extra dimensions of the randomized sketch beyond ``k``.
+    power_iteration_normalizer : {"auto", "QR"}, default="auto"
+        How the randomized solver normalises its power iterations: always QR
+        (re-orthonormalisation against every earlier block), which both values mean.
+        scikit-learn's cheaper ``"LU"`` and ``"none"`` lose the small components to
+        round-off and are refused.
     random_state : int, RandomState or None, default=None
-        Seeds the Gaussian test matrix of the randomized solver (pass an int for
-        reproducible results; the other solvers are deterministic).
+        Seeds the Gaussian test matrix of the randomized solver and the ARPACK start (pass
+        an int for reproducible results; the other solvers are deterministic).
 
     Attributes
     ----------
@@ -169,7 +200,8 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
     feature_names_in_ : ndarray of shape (n_features,)
         Defined when X has string feature names.
     solver_ : str
-        The solver used.
+        The solver used (``"covariance_eigh"``, ``"randomized"``, ``"full"`` or
+        ``"arpack"``).
     n_passes_ : int
         Passes made over the data by the last ``fit`` (over the batch for ``partial_fit``).
     moments_ : Moments
@@ -177,9 +209,10 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
 
     Notes
     -----
-    Passes over the data: ``"covariance"`` 1; ``"randomized"`` ``n_power_iter + 1`` (the
-    first pass computes the mean, the trace and the first sketch together, its product
-    centred on block means and corrected by the Chan term); ``"exact"`` 1 (it loads X).
+    Passes over the data: ``"covariance_eigh"`` 1; ``"randomized"`` ``iterated_power + 1``
+    (the first pass computes the mean, the trace and the first sketch together, its product
+    centred on block means and corrected by the Chan term); ``"full"`` and ``"arpack"`` 1
+    (they load X).
     Statistics accumulate in float64, so float32 input gives float64-accurate moments; the
     fitted attributes are float64 and transforms return the input's float dtype (float64
     for integer input, which is upcast).
@@ -191,30 +224,44 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
         "n_components": [
             Interval(Integral, 1, None, closed="left"),
             Interval(RealNotInt, 0, 1, closed="neither"),
+            StrOptions({"mle"}),
             None,
         ],
-        "solver": [StrOptions(set(_SOLVERS))],
         "whiten": ["boolean"],
+        "svd_solver": [
+            StrOptions(set(_SOLVERS) | set(_RENAMED_SOLVERS), deprecated=set(_RENAMED_SOLVERS))
+        ],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "iterated_power": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
         "n_oversamples": [Interval(Integral, 0, None, closed="left")],
-        "n_power_iter": [Interval(Integral, 0, None, closed="left")],
+        "power_iteration_normalizer": [StrOptions({"auto", "QR"})],
         "random_state": ["random_state"],
     }
+    _renamed_params: ClassVar[dict[str, str]] = {
+        "solver": "svd_solver",
+        "n_power_iter": "iterated_power",
+    }
+    _renamed_values: ClassVar[dict[str, dict[Any, Any]]] = {"svd_solver": _RENAMED_SOLVERS}
 
     def __init__(
         self,
-        n_components: int | float | None = None,
+        n_components: int | float | str | None = None,
         *,
-        solver: str = "auto",
         whiten: bool = False,
+        svd_solver: str = "auto",
+        tol: float = 0.0,
+        iterated_power: int | str = 3,
         n_oversamples: int = 10,
-        n_power_iter: int = 3,
+        power_iteration_normalizer: str = "auto",
         random_state: Any = None,
     ) -> None:
         self.n_components = n_components
-        self.solver = solver
         self.whiten = whiten
+        self.svd_solver = svd_solver
+        self.tol = tol
+        self.iterated_power = iterated_power
         self.n_oversamples = n_oversamples
-        self.n_power_iter = n_power_iter
+        self.power_iteration_normalizer = power_iteration_normalizer
         self.random_state = random_state
 
     # ------------------------------------------------------------------- tags
@@ -224,8 +271,11 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
         tags.fit.statistics = self._widest_pass
         tags.fit.mergeable = self._mergeable
         tags.fit.solve_params = frozenset({"n_components", "whiten"})
+        solver = self._param("svd_solver")
         tags.fit.loads_data = (
-            "solver='exact' takes the SVD of the data in memory" if self.solver == "exact" else None
+            f"svd_solver={solver!r} takes the SVD of the data in memory"
+            if solver in ("full", "arpack")
+            else None
         )
         assert tags.transformer is not None
         tags.transformer.component_prefix = "PC"
@@ -242,24 +292,57 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
 
     def _mergeable(self, n_samples: Any, n_features: Any) -> bool:
         """The covariance solver is one pass of Moments (``partial_fit`` merges them)."""
-        return n_features is not None and self._resolve_solver(n_features) == "covariance"
+        return n_features is not None and self._resolve_solver(n_features) == "covariance_eigh"
 
     # ------------------------------------------------------------- parameters
     def _resolve_solver(self, n_features: int) -> str:
-        if self.solver != "auto":
-            return self.solver
-        return "covariance" if n_features <= AUTO_COVARIANCE_MAX_FEATURES else "randomized"
+        """The solver used for ``n_features`` (``"auto"`` resolved, old names read as new)."""
+        solver = self._param("svd_solver")
+        if solver != "auto":
+            return str(solver)
+        if self.n_components == "mle" or n_features <= AUTO_COVARIANCE_MAX_FEATURES:
+            return "covariance_eigh"
+        return "randomized"
+
+    def _iterated_power(self) -> int:
+        """``iterated_power`` with ``"auto"`` resolved."""
+        return AUTO_ITERATED_POWER if self.iterated_power == "auto" else int(self.iterated_power)
+
+    def _check_param_combination(self) -> None:
+        k, solver = self.n_components, self._param("svd_solver")
+        if k == "mle" and solver in ("randomized", "arpack"):
+            raise InvalidParameterError(
+                f"The 'n_components' parameter of PCA cannot be 'mle' with "
+                f"svd_solver={self.svd_solver!r}: Minka's estimate needs every eigenvalue; use "
+                "svd_solver='covariance_eigh' (one pass), 'full' or 'auto'"
+            )
+        if solver == "arpack" and not (isinstance(k, Integral) and not isinstance(k, bool)):
+            raise InvalidParameterError(
+                "The 'n_components' parameter of PCA must be an int with svd_solver='arpack' "
+                f"(ARPACK computes a given number of singular triplets); got {k!r}"
+            )
 
     def _check_k(self, n: float, d: int, solver: str) -> None:
         """Reject an int n_components outside [1, min(n, d)] (n may be unknown: NaN)."""
         k = self.n_components
         if isinstance(k, Integral) and not isinstance(k, bool):
             limit = d if np.isnan(n) else min(int(n), d)
+            if solver == "arpack" and not 1 <= k < limit:
+                raise ValueError(
+                    f"n_components={k} must be between 1 and min(n_samples, n_features) - 1 = "
+                    f"{limit - 1} with svd_solver='arpack' (ARPACK computes fewer singular "
+                    "triplets than the rank); use svd_solver='full' for all of them"
+                )
             if not 1 <= k <= limit:
                 raise ValueError(
                     f"n_components={k} must be between 1 and min(n_samples, n_features)="
-                    f"{limit} with solver={solver!r}"
+                    f"{limit} with svd_solver={solver!r}"
                 )
+        if k == "mle" and not np.isnan(n) and n < d:
+            raise ValueError(
+                f"n_components='mle' is only supported if n_samples >= n_features (as in "
+                f"scikit-learn); got n_samples={int(n)} < n_features={d}"
+            )
         if not np.isnan(n) and n < 2:
             raise ValueError(
                 f"PCA needs at least 2 samples to estimate a variance; got n_samples={int(n)} "
@@ -286,13 +369,18 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
         """
         rows = self._validated_rows(X, sample_dim)
         solver = self._resolve_solver(rows.shape[1])
-        if solver == "covariance":
+        if solver == "covariance_eigh":
             return self._covariance_plan(rows).run()
-        if solver == "exact":
+        if solver in ("full", "arpack"):
             data = rows.data.compute() if is_dask(rows.data) else rows.data
             _check_complete(data)
             self._check_k(data.shape[0], data.shape[1], solver)
-            spec = solve_exact(data, self._n_top(data.shape[0], data.shape[1], solver))
+            if solver == "arpack":
+                spec = solve_arpack(
+                    data, int(self.n_components), self.tol, check_random_state(self.random_state)
+                )
+            else:
+                spec = solve_exact(data, self._n_top(data.shape[0], data.shape[1], solver))
             return self._set(spec, solver, passes=1, moments=None)
         return self._fit_randomized(rows)
 
@@ -317,24 +405,24 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
     @fit_context
     def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan | None:
         """One pass of Moments for the covariance solver; None (multi-pass) otherwise."""
-        if self.solver not in ("auto", "covariance"):
+        if self._param("svd_solver") not in ("auto", "covariance_eigh"):
             return None
         rows = self._validated_rows(X, fit_params.get("sample_dim"))
-        if self._resolve_solver(rows.shape[1]) != "covariance":
+        if self._resolve_solver(rows.shape[1]) != "covariance_eigh":
             return None
         return self._covariance_plan(rows)
 
     def _covariance_plan(self, rows: Any) -> FitPlan:
-        self._check_k(rows.shape[0], rows.shape[1], "covariance")
+        self._check_k(rows.shape[0], rows.shape[1], "covariance_eigh")
         return FitPlan.over(
             rows, lazy(Moments, rows.data), self._finish_moments, on_error=_raise_missing
         )
 
     def _finish_moments(self, moments: Moments) -> PCA:
         n, d = moments.count, moments.n_features
-        self._check_k(n, d, "covariance")
-        spec = solve_covariance(moments, self._n_top(n, d, "covariance"))
-        return self._set(spec, "covariance", passes=1, moments=moments)
+        self._check_k(n, d, "covariance_eigh")
+        spec = solve_covariance(moments, self._n_top(n, d, "covariance_eigh"))
+        return self._set(spec, "covariance_eigh", passes=1, moments=moments)
 
     def _fit_randomized(self, rows: Any) -> PCA:
         n, d = rows.shape
@@ -343,14 +431,14 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
             raise ValueError(
                 "n_components=None asks for all min(n_samples, n_features) components, which "
                 "the randomized solver does not compute (it would form a d x d basis); give an "
-                "int or a fraction in (0, 1), or use solver='covariance'"
+                "int or a fraction in (0, 1), or use svd_solver='covariance_eigh'"
             )
         self._check_k(n, d, "randomized")
         spec, passes = solve_randomized(
             rows,
             self._n_top(n, d, "randomized"),
             n_oversamples=self.n_oversamples,
-            n_power_iter=self.n_power_iter,
+            n_power_iter=self._iterated_power(),
             random_state=check_random_state(self.random_state),
             on_error=_raise_missing,
         )
@@ -365,14 +453,14 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
             return None
         n_top = self._n_top(float(n_samples), n_features, solver)
         width = min(int(n_top) + self.n_oversamples, n_features)
-        return randomized_passes(n_features, width, self.n_power_iter)
+        return randomized_passes(n_features, width, self._iterated_power())
 
     def _n_top(self, n: float, d: int, solver: str) -> int | None:
         """How many leading eigenpairs the solver must compute (None: all)."""
         k = self.n_components
         if isinstance(k, Integral):
             return int(k)
-        if k is None:
+        if k is None or k == "mle":
             return None
         if solver == "randomized":  # a fraction: sketch for a bounded number of components
             limit = d if np.isnan(n) else min(int(n), d)
@@ -385,8 +473,9 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
         """Merge the moments of a batch into the model and solve again (covariance solver).
 
         One pass over the batch. The model after any sequence of batches equals the model
-        fitted on all of them at once (to round-off). Available with ``solver="covariance"``
-        or ``"auto"`` (for ``n_features <= AUTO_COVARIANCE_MAX_FEATURES``).
+        fitted on all of them at once (to round-off). Available with
+        ``svd_solver="covariance_eigh"`` or ``"auto"`` (for ``n_features <=
+        AUTO_COVARIANCE_MAX_FEATURES``).
 
         Parameters
         ----------
@@ -403,11 +492,12 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
         if not rows.is_lazy:
             _check_complete(rows.data)
         solver = self._resolve_solver(rows.shape[1])
-        if solver != "covariance":
+        if solver != "covariance_eigh":
             raise ValueError(
-                f"partial_fit accumulates the d x d covariance; it needs solver='covariance' "
-                f"(or 'auto' with n_features <= {AUTO_COVARIANCE_MAX_FEATURES}); got "
-                f"solver={self.solver!r} with n_features={rows.shape[1]}"
+                "partial_fit accumulates the d x d covariance; it needs "
+                f"svd_solver='covariance_eigh' (or 'auto' with n_features <= "
+                f"{AUTO_COVARIANCE_MAX_FEATURES}); got svd_solver={self.svd_solver!r} with "
+                f"n_features={rows.shape[1]}"
             )
         try:
             (batch,) = dask.compute(lazy(Moments, rows.data))
@@ -426,6 +516,8 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
             k_ = min(n, d)
         elif isinstance(k, Integral):
             k_ = int(k)
+        elif k == "mle":
+            k_ = mle_dimension(spec.variances, n)
         else:
             # scikit-learn's rule: the smallest k whose cumulated ratio is strictly above k
             cum = np.cumsum(ratio[: spec.n_reliable])

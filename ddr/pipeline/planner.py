@@ -216,15 +216,33 @@ class _Planner(OutputChecks, Scheduling):
                         f"step {sid}: missing input {r.name!r} ({op.name} needs {needed})",
                         key=True,
                     )
-            bad_params = registry.check_params(op, spec.with_)
+            spec, written = self._current_names(sid, spec, op)
+            bad_params = written.problems or registry.check_params(op, spec.with_)
             if bad_params:
                 self.bad_params.add(sid)
             for pname, message in bad_params:
                 path = (*where, "with", pname) if pname in spec.with_ else (*where, "with")
+                if pname in written.as_written:  # a renamed parameter: where it is written
+                    path = (*where, "with", written.as_written[pname])
                 if pname is None and "with" not in spec.model_fields_set:
                     path = where
                 self.problem(path, message, key=pname is not None and "unknown" in message)
             self.steps[sid] = StepPlan(sid, spec, op, refs, deps)
+
+    def _current_names(
+        self, sid: str, spec: StepSpec, op: registry.Op
+    ) -> tuple[StepSpec, registry.Renamed]:
+        """``spec`` with renamed parameters in their current names (:func:`registry.renamed`),
+        a FutureWarning at the line and column of each old name or value."""
+        import warnings
+
+        done = registry.renamed(op, spec.with_)
+        for pname, key, message in done.notes:
+            where = self.doc.where(("steps", sid, "with", pname), key=key)
+            warnings.warn(f"{where}: {message}", FutureWarning, stacklevel=2)
+        if done.params == spec.with_:
+            return spec, done
+        return spec.model_copy(update={"with_": done.params}), done
 
     def _topological(self, steps: dict[str, StepSpec]) -> list[str]:
         order: list[str] = []
@@ -473,7 +491,10 @@ class _Planner(OutputChecks, Scheduling):
             shape, dims = (n, model.n_out), (sdim, None)
         elif method in ("inverse_transform", "impute"):
             shape, dims = (n, model.n_features_in), (sdim, None)
-        else:  # predict_proba
+        elif method == "decision_function":  # (n,) for two classes, one column per class else
+            step.outputs = {"data": ValueMeta("array", None, None, np.dtype("float64"), reads)}
+            return
+        else:  # predict_proba, predict_log_proba
             shape, dims = (n, None), (sdim, "class")
         dtype = None if method == "predict" else np.dtype("float64")
         step.outputs = {"data": ValueMeta("array", shape, dims, dtype, reads)}

@@ -9,8 +9,9 @@ estimator that lands later, in ddr or in another package, is an op with no chang
   fitted model; ``Est.fit_transform`` gives the model and the transformed data (fit, then a
   lazy transform);
 - ``Est.transform``, ``Est.inverse_transform``, ``Est.predict``, ``Est.predict_proba``,
-  ``Est.score_samples``, ``Est.impute`` (role ``model`` plus the method's own roles) give
-  lazy arrays; ``Est.score`` gives a number;
+  ``Est.predict_log_proba``, ``Est.decision_function``, ``Est.score_samples``,
+  ``Est.impute`` (role ``model`` plus the method's own roles) give lazy arrays;
+  ``Est.score`` gives a number;
 - ``moments``, ``class_moments``, ``categorical_counts``, ``histogram``,
   ``pairwise_moments`` (every public statistic of ``ddr.stats`` whose options all have
   defaults): one statistic (parameters: the statistic's options);
@@ -21,7 +22,11 @@ Parameters (``with:``) are described once, by the class: an estimator's (or stat
 against it before any data is read (unknown and missing names, every value against its
 constraints with scikit-learn's own validation, then the class's
 ``_check_param_combination``); ``ddr schema`` and ``ddr ops`` are generated from the same
-declaration. What the planner needs to know of a class is asked of it: read-outs
+declaration. A parameter renamed to scikit-learn's name (the class's ``_renamed_params`` and
+``_renamed_values``) is still accepted under its old name or value for one release:
+:func:`renamed` gives the current names and the notes the planner warns with.
+
+What the planner needs to know of a class is asked of it: read-outs
 (``Statistic.readouts``) and, of an estimator, its tags (:func:`ddr.tags.get_ddr_tags`:
 output widths, the largest ``n_components``, passes, statistics), checked here when the
 class is registered.
@@ -45,6 +50,7 @@ __all__ = [
     "Op",
     "Param",
     "Role",
+    "Renamed",
     "check_params",
     "get_op",
     "op_names",
@@ -58,6 +64,8 @@ APPLY_METHODS = (
     "inverse_transform",
     "predict",
     "predict_proba",
+    "predict_log_proba",
+    "decision_function",
     "score_samples",
     "impute",
     "score",
@@ -432,6 +440,52 @@ def check_params(op: Op, given: dict[str, Any]) -> list[tuple[str | None, str]]:
     except (TypeError, ValueError) as exc:
         return [(_named_param(str(exc), known), str(exc))]
     return []
+
+
+@dataclass(frozen=True)
+class Renamed:
+    """``with:`` with renamed parameters' old names and values replaced by the new ones.
+
+    ``notes`` are ``(parameter as written, at its key?, message)``: one FutureWarning each,
+    said where the old name (its key) or the old value is in the file.
+    """
+
+    params: dict[str, Any]
+    notes: tuple[tuple[str, bool, str], ...] = ()
+    #: ``(parameter, message)``: a parameter given under both its names
+    problems: list[tuple[str | None, str]] = field(default_factory=list)
+    #: new name -> the old name it was written as
+    as_written: dict[str, str] = field(default_factory=dict)
+
+
+def renamed(op: Op, given: dict[str, Any]) -> Renamed:
+    """``given`` (a fit step's ``with:``) in the class's current names: the old name of a
+    renamed parameter (the class's ``_renamed_params``) and a renamed value
+    (``_renamed_values``) are replaced, each with a note. A parameter given under both names
+    is a problem."""
+    from ddr._params import (
+        renamed_parameter_message,
+        renamed_value_message,
+        renamed_values,
+        take_renamed,
+    )
+
+    cls = op.cls
+    if op.family != "fit" or cls is None:
+        return Renamed(dict(given))
+    names: dict[str, str] = getattr(cls, "_renamed_params", {})
+    try:
+        params, done = take_renamed(cls.__name__, names, given)
+    except TypeError as exc:
+        twice = [new for old, new in names.items() if old in given and new in given]
+        return Renamed(dict(given), problems=[(new, str(exc)) for new in twice])
+    notes = [(old, True, renamed_parameter_message(cls.__name__, old, new)) for old, new in done]
+    written = {new: old for old, new in done}
+    for name, old, new in renamed_values(getattr(cls, "_renamed_values", {}), params):
+        params[name] = new
+        message = renamed_value_message(cls.__name__, name, old, new)
+        notes.append((written.get(name, name), False, message))
+    return Renamed(params, tuple(notes), as_written=written)
 
 
 def _named_param(message: str, params: dict[str, Any]) -> str | None:
