@@ -150,3 +150,87 @@ def test_estimator_ops_equal_direct_calls(name, data, tmp_path, monkeypatch):
         score = json.loads((tmp_path / "out/metrics.json").read_text())["score"]
         expected = est.score(train, y) if kind.endswith("labelled") else est.score(train)
         assert score == pytest.approx(expected, rel=1e-6, abs=1e-9)
+
+
+def test_per_row_outputs_carry_the_rows_of_the_input(data, tmp_path, monkeypatch):
+    """A prediction over ``isel: {sample: "400:"}`` is written with the rows it came from
+    (the input has no coordinate: its row numbers); labels of those rows stored in another
+    array (numbered from 0) are still paired with them by position, in the fit and in the
+    output, as rows without a coordinate always were."""
+    d, X, _, y = data
+    (tmp_path / "data.zarr").symlink_to(d / "data.zarr")
+    xr.Dataset({"y_test": (("sample",), y[400:])}).to_zarr(
+        tmp_path / "test.zarr", zarr_format=3, consolidated=False
+    )
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.yaml").write_text(
+        """\
+ddr: 1
+name: rows
+inputs:
+  train: {path: data.zarr, array: X, isel: {sample: ":400"}}
+  labels: {path: data.zarr, array: y, isel: {sample: ":400"}}
+  test: {path: data.zarr, array: X, isel: {sample: "400:"}}
+  test_labels: {path: test.zarr, array: y_test}
+steps:
+  nb: {op: GaussianNB.fit, inputs: {X: train, y: labels}}
+  refit: {op: GaussianNB.fit, inputs: {X: test, y: test_labels}}
+  predicted: {op: GaussianNB.predict, inputs: {model: nb, X: test}}
+  log_proba: {op: GaussianNB.predict_log_proba, inputs: {model: nb, X: test}}
+  accuracy: {op: GaussianNB.score, inputs: {model: nb, X: test, y: test_labels}}
+outputs:
+  - {kind: zarr, from: {predicted: predicted, log_proba: log_proba}, path: out/pred.zarr}
+  - {kind: zarr, from: {predicted: predicted, label: test_labels}, path: out/paired.zarr}
+  - {kind: model, from: refit, path: out/refit.zarr}
+  - {kind: metrics, from: {accuracy: accuracy}, path: out/metrics.json}
+"""
+    )
+    with dask.config.set(scheduler="threads"):
+        assert run_plan(plan_pipeline("p.yaml")).status == "ok"
+    est = ddr.GaussianNB().fit(X[:400], y[:400])
+    with xr.open_zarr("out/pred.zarr", consolidated=False) as ds:
+        np.testing.assert_array_equal(ds["sample"].values, np.arange(400, N))
+        assert ds["sample"].attrs["long_name"] == "row number in input test"
+        np.testing.assert_array_equal(ds["predicted"].values, est.predict(X[400:]))
+        np.testing.assert_allclose(ds["log_proba"].values, est.predict_log_proba(X[400:]))
+    with xr.open_zarr("out/paired.zarr", consolidated=False) as ds:
+        assert ds.sizes["sample"] == N - 400  # paired by position, not spread over 0..599
+        np.testing.assert_array_equal(ds["label"].values, y[400:])
+        np.testing.assert_array_equal(ds["predicted"].values, est.predict(X[400:]))
+    refit = ddr.load("out/refit.zarr")
+    np.testing.assert_allclose(refit.theta_, ddr.GaussianNB().fit(X[400:], y[400:]).theta_)
+    score = json.loads((tmp_path / "out/metrics.json").read_text())["accuracy"]
+    assert score == pytest.approx(est.score(X[400:], y[400:]))
+
+
+def test_rows_with_a_stored_coordinate_keep_it(tmp_path, monkeypatch):
+    """An input whose samples have a coordinate (times) gives per-row outputs that coordinate,
+    selected rows included."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((300, 4))
+    times = np.datetime64("2020-01-01") + np.arange(300).astype("timedelta64[D]")
+    xr.Dataset({"X": (("time", "feature"), X)}, coords={"time": times}).chunk(
+        {"time": 100}
+    ).to_zarr(tmp_path / "t.zarr", zarr_format=3, consolidated=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.yaml").write_text(
+        """\
+ddr: 1
+name: times
+inputs:
+  X: {path: t.zarr, array: X}
+  late: {path: t.zarr, array: X, isel: {time: "250:"}}
+steps:
+  pca: {op: PCA.fit, inputs: {X: X}, with: {n_components: 2}}
+  scores: {op: PCA.transform, inputs: {model: pca, X: late}}
+outputs:
+  - {kind: zarr, from: scores, path: out/scores.zarr}
+"""
+    )
+    with dask.config.set(scheduler="threads"):
+        assert run_plan(plan_pipeline("p.yaml")).status == "ok"
+    with xr.open_zarr("out/scores.zarr", consolidated=False) as ds:
+        np.testing.assert_array_equal(ds["time"].values, times[250:])
+        np.testing.assert_allclose(
+            ds["scores"].values, ddr.PCA(2).fit(X).transform(X[250:]), rtol=1e-10
+        )

@@ -1,10 +1,11 @@
 """Open the inputs of a pipeline lazily, from metadata only, and fingerprint them.
 
 Each input is opened with :func:`ddr.io.open_input` (which also protects it from being
-written to), transposed sample-first, selected (``isel``) and rechunked (``chunks``). Zarr
-inputs whose stored values are what xarray gives are re-read through
-:class:`ddr.pipeline._counting.CountingStore` (local) or ``CountingWrapper`` (URLs), so the
-runner can report measured passes. The fingerprint comes from metadata (the normalised
+written to), transposed sample-first, given its row numbers as the sample coordinate when
+it has none (so results of a selection of rows map back to them), selected (``isel``) and
+rechunked (``chunks``). Zarr inputs whose stored values are what xarray gives are re-read
+through :class:`ddr.pipeline._counting.CountingStore` (local) or ``CountingWrapper`` (URLs),
+so the runner can report measured passes. The fingerprint comes from metadata (the normalised
 location, selection, dims, shape, dtype, chunks and the Zarr metadata documents, or a netCDF
 file's size and modification time), never from values, and never from ``storage_options``.
 """
@@ -96,6 +97,7 @@ def open_pipeline_input(
         return None
     if counted is not None:
         arr, root, stored = counted
+    arr = _with_row_numbers(arr, sdim, name)
     if spec.isel:
         unknown = sorted(set(spec.isel) - {str(d) for d in arr.dims})
         if unknown:
@@ -195,6 +197,22 @@ def _counted(
     )
     counted = arr.transpose(*dims_stored).copy(data=data).transpose(*arr.dims)
     return counted, root, stored_bytes(loc, name or "")
+
+
+def _with_row_numbers(arr: Any, sdim: str, name: str) -> Any:
+    """``arr`` with its rows' numbers (0, 1, ...) as the sample coordinate when it has none,
+    so that what is computed from a selection of its rows (``isel``) is written with the
+    rows it came from. A pandas ``RangeIndex``: nothing of the input's length is built (it
+    stays a range through slicing). Marked :data:`~ddr.stats._input.ROW_NUMBERS_ATTR`: such
+    numbers pair rows by position, as rows without a coordinate did."""
+    import pandas as pd
+
+    from ddr.stats._input import ROW_NUMBERS_ATTR
+
+    if sdim in arr.coords:
+        return arr
+    attrs = {"long_name": f"row number in input {name}", ROW_NUMBERS_ATTR: name}
+    return arr.assign_coords({sdim: (sdim, pd.RangeIndex(arr.sizes[sdim]), attrs)})
 
 
 def _counting_store(loc: Location) -> tuple[Any, str]:

@@ -13,10 +13,12 @@ import numpy as np
 from ddr._hooks import dask_reader
 
 __all__ = [
+    "ROW_NUMBERS_ATTR",
     "Rows",
     "align_by_coordinate",
     "align_to_rows",
     "as_rows",
+    "has_row_numbers",
     "has_sparse_blocks",
     "is_dask",
     "is_sparse",
@@ -25,6 +27,18 @@ __all__ = [
 ]
 
 Kind = Literal["numpy", "dask", "xarray"]
+
+#: Attribute of a sample coordinate that holds row numbers ddr gave an input without a
+#: coordinate (its rows' positions, from 0; the value is the input's name), so that results
+#: computed from a selection of its rows say which rows they are. Such numbers pair rows by
+#: position, never by value (:func:`align_by_coordinate`), as rows without a coordinate do.
+ROW_NUMBERS_ATTR = "ddr:row_numbers_of"
+
+
+def has_row_numbers(v: Any, dim: Hashable) -> bool:
+    """Whether DataArray ``v``'s coordinate along ``dim`` is row numbers ddr gave its input."""
+    coord = v.coords.get(dim) if hasattr(v, "coords") else None
+    return coord is not None and ROW_NUMBERS_ATTR in coord.attrs
 
 
 def is_dask(x: Any) -> bool:
@@ -170,13 +184,17 @@ def align_by_coordinate(v: Any, rows: Rows, name: str) -> Any:
     """A DataArray ``v`` along the rows' sample dim, put in the order of the rows' sample
     coordinate (as xarray aligns): labels in another order are reordered; labels that do not
     match refuse with a message. Without a coordinate on either side the order is the
-    position. Never pairs a row of X with the label of another row."""
+    position, and so it is where either side's coordinate is the row numbers ddr gave an
+    input that had none (:data:`ROW_NUMBERS_ATTR`). Never pairs a row of X with the label
+    of another row."""
     sdim = rows.sample_dim
     if rows.kind != "xarray" or sdim is None or sdim not in v.dims:
         return v
     ours, theirs = rows.template.indexes.get(sdim), v.indexes.get(sdim)
     if ours is None or theirs is None or ours.equals(theirs):
         return v
+    if has_row_numbers(rows.template, sdim) or has_row_numbers(v, sdim):
+        return v  # numbers ddr gave rows without a coordinate: paired by position
     if len(theirs) == len(ours) and theirs.is_unique and theirs.isin(ours).all():
         return v.sel({sdim: ours})
     missing = ours.difference(theirs)

@@ -15,7 +15,9 @@ import numpy as np
 
 __all__ = [
     "as_dataarray",
+    "consistent_rows",
     "data_of",
+    "lazy_row_numbers",
     "raw_writes",
     "regular_chunks",
     "rename_dims",
@@ -97,6 +99,61 @@ def raw_writes(store: Any, ds: Any) -> list[tuple[Any, Any]] | None:
             return None
         pairs.append((data, target))
     return pairs
+
+
+def consistent_rows(variables: dict[str, Any]) -> dict[str, Any]:
+    """The variables of one output, their sample coordinates made to agree.
+
+    Row numbers ddr gave an input without a coordinate (:data:`ROW_NUMBERS_ATTR
+    <ddr.stats._input.ROW_NUMBERS_ATTR>`) pair rows by position: where the variables' sample
+    coordinates differ, those numbers are dropped (the variables are then paired by
+    position, or aligned by the coordinates that were stored, as xarray aligns), so test
+    scores written beside labels stored elsewhere are not spread over the union of both
+    numberings. Where they agree, every variable keeps them.
+    """
+    from ddr.stats._input import has_row_numbers
+
+    along: dict[Any, list[str]] = {}
+    for name, var in variables.items():
+        if getattr(var, "ndim", 0) and var.dims[0] in var.indexes:
+            along.setdefault(var.dims[0], []).append(name)
+    out = dict(variables)
+    for dim, names in along.items():
+        first = out[names[0]].indexes[dim]
+        if all(out[n].indexes[dim].equals(first) for n in names[1:]):
+            continue
+        for n in names:
+            if has_row_numbers(out[n], dim):
+                out[n] = out[n].drop_vars(dim)
+    return out
+
+
+def lazy_row_numbers(ds: Any) -> Any:
+    """``ds`` with each sample coordinate that is a range (row numbers, a pandas
+    ``RangeIndex``) as a lazy dask range chunked as the first lazy variable along it, so
+    the workers write it with the data and the client never holds one number per row."""
+    import dask.array as da
+    import pandas as pd
+    import xarray as xr
+
+    for dim, index in list(ds.indexes.items()):
+        if not isinstance(index, pd.RangeIndex):
+            continue
+        chunks = next(
+            (
+                var.data.chunks[var.dims.index(dim)]
+                for var in ds.data_vars.values()
+                if dim in var.dims and isinstance(var.data, da.Array)
+            ),
+            None,
+        )
+        if chunks is None:
+            continue
+        values = da.arange(index.start, index.stop, index.step, chunks=(chunks,), dtype=np.int64)
+        attrs = dict(ds[dim].attrs)
+        coord = xr.Coordinates({dim: xr.Variable(dim, values, attrs)}, indexes={})
+        ds = ds.drop_indexes(dim).drop_vars(dim).assign_coords(coord)
+    return ds
 
 
 def as_dataarray(value: Any, name: str) -> Any:

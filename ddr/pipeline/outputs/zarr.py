@@ -10,6 +10,8 @@ from pydantic import Field
 from ddr.config.errors import RunError
 from ddr.pipeline.outputs.arrays import (
     as_dataarray,
+    consistent_rows,
+    lazy_row_numbers,
     raw_writes,
     regular_chunks,
     rename_dims,
@@ -185,7 +187,7 @@ class ZarrKind(StoreKind):
         elif isinstance(spec.dims, dict):
             for var, dims in spec.dims.items():
                 variables[var] = rename_dims(variables[var], dims)
-        ds = xr.Dataset(variables)
+        ds = xr.Dataset(consistent_rows(variables))
         for cname, value in coords.items():
             arr = as_dataarray(value, cname)
             sdim = sample_dim_of(ds)
@@ -195,7 +197,7 @@ class ZarrKind(StoreKind):
                     f"output {_rel(out.path)}",
                 )
             ds = ds.assign_coords({cname: (sdim, arr.data)})
-        ds = regular_chunks(variable_strings(ds))
+        ds = regular_chunks(variable_strings(lazy_row_numbers(ds)))
         attrs = dict(spec.attrs)
         attrs.setdefault("title", f"{w.plan.pipeline.name}: {', '.join(out.refs.values())}")
         pending = write_zarr(
