@@ -177,3 +177,67 @@ def test_local_cluster(client, rng):
     X, Y = two_views(rng, n=2000)
     m = CCA(2).fit(da.from_array(X, chunks=(500, -1)), da.from_array(Y, chunks=(500, -1)))
     np.testing.assert_allclose(m.correlations_, CCA(2).fit(X, Y).correlations_, rtol=1e-12)
+
+
+# ------------------------------------------------------------------ likelihood
+def _model_covariance(m):
+    """Probabilistic CCA's covariance of [x | y], built explicitly (Bach and Jordan, 2005)."""
+    Cx, Cy = m.x_covariance_, m.y_covariance_
+    cross = Cx @ m.x_weights_ @ np.diag(m.singular_values_) @ m.y_weights_.T @ Cy
+    return np.block([[Cx, cross], [cross.T, Cy]])
+
+
+def test_score_samples_with_every_pair_is_the_sample_gaussian(rng):
+    """With all min(dx, dy) pairs at reg=0 the model is the Gaussian of the sample mean and
+    covariance (ddof=1): scipy's density of [x | y]."""
+    from scipy.stats import multivariate_normal
+
+    X, Y = two_views(rng, n=800)
+    XY = np.hstack([X, Y])
+    m = CCA(4).fit(X, Y)
+    ref = multivariate_normal(XY.mean(axis=0), np.cov(XY.T)).logpdf(XY)
+    np.testing.assert_allclose(m.score_samples(X, Y), ref, rtol=1e-10, atol=1e-10)
+    assert m.score(X, Y) == pytest.approx(ref.mean(), rel=1e-12)
+    # without Y: the marginal density of X, N(x_mean_, x_covariance_)
+    marginal = multivariate_normal(X.mean(axis=0), np.cov(X.T)).logpdf(X)
+    np.testing.assert_allclose(m.score_samples(X), marginal, rtol=1e-10, atol=1e-10)
+    assert m.score(X) == pytest.approx(marginal.mean(), rel=1e-12)
+
+
+@pytest.mark.parametrize(("k", "reg"), [(1, 0.0), (2, 0.0), (3, 0.1)])
+def test_score_samples_is_the_probabilistic_cca_density(rng, k, reg):
+    """Fewer pairs, and regularised view covariances: the density of the explicit model
+    covariance, on numpy, dask (lazy) and xarray (the sample coordinate kept)."""
+    from scipy.stats import multivariate_normal
+
+    X, Y = two_views(rng, n=600)
+    m = CCA(k, reg=reg).fit(X, Y)
+    XY = np.hstack([X, Y])
+    ref = multivariate_normal(XY.mean(axis=0), _model_covariance(m)).logpdf(XY)
+    np.testing.assert_allclose(m.score_samples(X, Y), ref, rtol=1e-10, atol=1e-10)
+    lazy = m.score_samples(da.from_array(X, chunks=(97, -1)), da.from_array(Y, chunks=(150, -1)))
+    assert isinstance(lazy, da.Array)
+    np.testing.assert_allclose(lazy.compute(), ref, rtol=1e-10, atol=1e-10)
+    t = np.arange(600) * 3
+    Xa = xr.DataArray(X, dims=("t", "f"), coords={"t": t})
+    Ya = xr.DataArray(Y, dims=("t", "g"), coords={"t": t})
+    got = m.score_samples(Xa, Ya)
+    assert got.dims == ("t",) and (got["t"].values == t).all()
+    np.testing.assert_allclose(got.values, ref, rtol=1e-10, atol=1e-10)
+    assert m.score(X, Y) == pytest.approx(ref.mean(), rel=1e-12)
+
+
+def test_score_samples_refuses_what_is_no_density_and_a_wrong_y(rng):
+    """A canonical correlation of 1, and a regularised fit whose singular values reach 1 (the
+    ridge shrinks the view covariances below what the cross-covariance needs)."""
+    X, _ = two_views(rng, n=200)
+    Y = X[:, :2] @ np.array([[1.0, 0.5], [0.0, 2.0]])  # exactly linear in X
+    with pytest.raises(ValueError, match="canonical correlation is 1"):
+        CCA(1).fit(X, Y).score_samples(X, Y)
+    X, Y = two_views(rng, n=600)
+    strong = CCA(3, reg=0.8).fit(X, Y)
+    assert strong.singular_values_.max() > 1
+    with pytest.raises(ValueError, match=r"reg=0\.8 the singular values"):
+        strong.score_samples(X, Y)
+    with pytest.raises(ValueError, match="fitted with 4 features in Y"):
+        CCA(1).fit(X, Y).score_samples(X, X[:, :3])

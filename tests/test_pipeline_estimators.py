@@ -1,6 +1,7 @@
 """Every ddr estimator works as pipeline ops: fit, then each method it has (transform,
-inverse_transform, predict, predict_proba, score_samples, impute, score), with results equal
-to calling the estimator directly on the same data."""
+inverse_transform, predict, predict_proba, predict_log_proba, decision_function,
+score_samples, impute, score: the registry's apply methods), with results equal to calling
+the estimator directly on the same data; per-row outputs carry the rows of their input."""
 
 from __future__ import annotations
 
@@ -90,14 +91,14 @@ def _pipeline(name: str, params: dict, kind: str) -> str:
             if "transform" not in arrays:
                 continue
             role_inputs = "{model: model, X: transform}"
+        elif kind == "two-view" and method in ("score_samples", "score"):
+            role_inputs = "{model: model, X: X, y: Y}"  # the likelihood of the pairs
         elif method == "score":
             role_inputs = (
                 "{model: model, X: X, y: y}"
                 if kind.endswith("labelled")
                 else "{model: model, X: X}"
             )
-            if kind == "two-view":
-                continue
         else:
             role_inputs = "{model: model, X: X}"
         lines.append(f"  {method}: {{op: {name}.{method}, inputs: {role_inputs}}}")
@@ -139,6 +140,8 @@ def test_estimator_ops_equal_direct_calls(name, data, tmp_path, monkeypatch):
         for method in arrays:
             if method == "inverse_transform":
                 expected = est.inverse_transform(est.transform(Xa))
+            elif kind == "two-view" and method == "score_samples":
+                expected = est.score_samples(Xa, X[:, 3:])
             else:
                 expected = getattr(est, method)(Xa)
             got = ds[method].values
@@ -148,7 +151,10 @@ def test_estimator_ops_equal_direct_calls(name, data, tmp_path, monkeypatch):
                 np.testing.assert_array_equal(got, expected, err_msg=method)
     if metrics:
         score = json.loads((tmp_path / "out/metrics.json").read_text())["score"]
-        expected = est.score(train, y) if kind.endswith("labelled") else est.score(train)
+        if kind == "two-view":
+            expected = est.score(Xa, X[:, 3:])
+        else:
+            expected = est.score(train, y) if kind.endswith("labelled") else est.score(train)
         assert score == pytest.approx(expected, rel=1e-6, abs=1e-9)
 
 

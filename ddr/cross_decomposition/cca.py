@@ -14,10 +14,27 @@ between maximum correlation and maximum covariance:
 so ``reg=0`` is CCA and ``reg=1`` the maximum-covariance directions (the singular vectors of
 ``Sxy``, PLS-SVD). The identity is scaled by the mean variance so that ``reg`` means the same
 whatever the units of the data.
+
+The likelihood (``score_samples``, ``score``) is that of probabilistic CCA (Bach and Jordan,
+2005): a latent ``z ~ N(0, I_k)`` shared by both views, ``x = x_mean + Wx z + e_x`` and
+``y = y_mean + Wy z + e_y`` with view-wise Gaussian noise. Its maximum-likelihood fit is the
+Gaussian on ``[x | y]`` whose view covariances are ``Cx`` and ``Cy`` and whose
+cross-covariance is ``Cx U diag(s) V^T Cy`` (``U``, ``V`` the canonical directions, ``s``
+the canonical correlations): with all ``min(d_x, d_y)`` pairs at ``reg=0`` it is the sample
+covariance itself. In the whitened coordinates each pair of directions is a 2 x 2 block
+``[[1, s], [s, 1]]`` and every other direction has unit variance, so the log-density of a
+row needs only its canonical variates and its Mahalanobis norms in each view:
+
+    -2 log p = (d_x + d_y) log(2 pi) + log|Cx| + log|Cy| + sum_j log(1 - s_j^2)
+               + |x - x_mean|^2_{Cx^-1} + |y - y_mean|^2_{Cy^-1}
+               + sum_j (s_j^2 (a_j^2 + b_j^2) - 2 s_j a_j b_j) / (1 - s_j^2),
+
+with ``a_j``, ``b_j`` the j-th canonical variates of the row.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
@@ -26,13 +43,45 @@ from scipy import linalg
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils._param_validation import Interval
 
-from ddr.base import FEATURE
+from ddr.base import FEATURE, map_rows
 from ddr.cross_decomposition._views import TwoViewMixin
 from ddr.linalg.signs import component_signs
 from ddr.stats import Moments
+from ddr.stats._input import Rows, is_dask, is_xarray
 from ddr.tags import DDRTags
 
 __all__ = ["CCA"]
+
+_LOG_2PI = float(np.log(2 * np.pi))
+
+
+def _marginal_block(
+    X: np.ndarray, mean: np.ndarray, whiten: np.ndarray, const: float
+) -> np.ndarray:
+    """Log-density of each row of a block under ``N(mean, C)``, ``whiten`` = ``C^{-1/2}``."""
+    Z = (np.asarray(X, dtype=np.float64) - mean) @ whiten
+    return -0.5 * np.einsum("ij,ij->i", Z, Z) - const
+
+
+def _log_likelihood_block(
+    XY: np.ndarray,
+    dx: int,
+    mean: np.ndarray,
+    whiten_x: np.ndarray,
+    whiten_y: np.ndarray,
+    wx: np.ndarray,
+    wy: np.ndarray,
+    s: np.ndarray,
+    const: float,
+) -> np.ndarray:
+    """Log-density of each row ``[x | y]`` of a block under probabilistic CCA (module notes)."""
+    R = np.asarray(XY, dtype=np.float64) - mean
+    Rx, Ry = R[:, :dx], R[:, dx:]
+    Zx, Zy = Rx @ whiten_x, Ry @ whiten_y
+    quad = np.einsum("ij,ij->i", Zx, Zx) + np.einsum("ij,ij->i", Zy, Zy)
+    a, b = Rx @ wx, Ry @ wy
+    quad += ((s**2) * (a * a + b * b) - 2 * s * a * b) @ (1.0 / (1.0 - s**2))
+    return -0.5 * quad - const
 
 
 def _inv_sqrt(C: np.ndarray, name: str, reg: float) -> np.ndarray:
@@ -74,6 +123,10 @@ class CCA(TwoViewMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         ``reg=0``), descending at ``reg=0``.
     singular_values_ : ndarray of shape (n_components,)
         Singular values of ``Cx^{-1/2} Sxy Cy^{-1/2}`` (equal to ``correlations_`` at reg=0).
+    x_covariance_, y_covariance_ : ndarray of shape (n_features_x, n_features_x) and \
+(n_features_y, n_features_y)
+        The view covariances ``Cx``, ``Cy`` of the model (ddof=1; regularised with ``reg``);
+        :meth:`score_samples` reads them.
     n_components_, n_features_in_, n_features_y_ : int
 
     Notes
@@ -82,6 +135,12 @@ class CCA(TwoViewMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     is (d_x + d_y)-sized. Signs: each x direction's largest-magnitude weight is positive and
     the y direction follows so that the correlation is non-negative. X and Y must have the
     same rows; dask inputs are aligned to the row chunks of X.
+
+    :meth:`score_samples` and :meth:`score` are the log-likelihood of probabilistic CCA
+    (Bach and Jordan, 2005; module notes), of the pairs ``(x, y)`` (with ``reg > 0``, while
+    the singular values stay below 1, when the model is still a Gaussian): scikit-learn's
+    ``CCA.score`` is the R^2 of its ``predict`` instead (a regression of Y on X from its
+    iterative PLS fit, which this closed-form CCA does not have).
     """
 
     _score_name = "canonical variate"
@@ -134,7 +193,114 @@ class CCA(TwoViewMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self.singular_values_ = s[:k]
         self.n_components_ = k
         self.n_features_y_ = dy
+        self.x_covariance_, self.y_covariance_ = Cx, Cy
         return self
+
+    # ------------------------------------------------------------- likelihood
+    def score_samples(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> Any:
+        """Log-likelihood of each pair ``(x, y)`` under probabilistic CCA (blockwise); of
+        each ``x`` when Y is not given.
+
+        The Gaussian on ``[x | y]`` that the fitted directions define (module notes: view
+        covariances ``x_covariance_``, ``y_covariance_``, cross-covariance through the
+        ``n_components_`` canonical pairs). With every pair (``n_components = min(d_x,
+        d_y)``) and ``reg=0`` it is the Gaussian of the sample mean and covariance (ddof=1).
+        Without Y, the model's marginal density of X: ``N(x_mean_, x_covariance_)``.
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features_x)
+        y : array-like, dask array or DataArray of shape (n_samples, n_features_y), optional
+            The second view of the same rows.
+        sample_dim : hashable, optional
+            The sample dim of DataArray inputs.
+
+        Returns
+        -------
+        ll : same kind as X, shape (n_samples,)
+        """
+        rows = self._rows(X, reset=False, sample_dim=sample_dim)
+        if y is None:
+            lam, U = linalg.eigh(self.x_covariance_)
+            const = 0.5 * (self.n_features_in_ * _LOG_2PI + float(np.log(lam).sum()))
+            return map_rows(
+                rows,
+                _marginal_block,
+                n_out=None,
+                dtype=np.float64,
+                name="cca-score-samples",
+                args=(self.x_mean_, U / np.sqrt(lam), const),
+                check="output",
+                method="CCA.score_samples",
+            )
+        yr = self._y_rows(y, rows, sample_dim)
+        dx, dy = self.n_features_in_, self.n_features_y_
+        if yr.shape[1] != dy:
+            raise ValueError(
+                f"Y has {yr.shape[1]} features, but CCA was fitted with {dy} features in Y"
+            )
+        s = np.asarray(self.singular_values_, dtype=np.float64)
+        if np.any(s >= 1.0 - 1e-12) and float(self.reg) == 0.0:
+            raise ValueError(
+                "CCA.score_samples: a canonical correlation is 1 (singular values "
+                f"{np.round(s, 12).tolist()}): the two views are exactly linearly related along "
+                "it and the model's density is degenerate; fit with fewer components"
+            )
+        if np.any(s >= 1.0 - 1e-12):
+            raise ValueError(
+                f"CCA.score_samples: with reg={self.reg} the singular values "
+                f"{np.round(s, 6).tolist()} reach 1: the regularised view covariances are too "
+                "small for the cross-covariance of these directions and define no Gaussian. "
+                "Use a smaller reg (or fewer components) to score"
+            )
+        (wx, mx), (wy, my) = self._projections()
+        lam_x, U_x = linalg.eigh(self.x_covariance_)
+        lam_y, U_y = linalg.eigh(self.y_covariance_)
+        logdet = float(np.log(lam_x).sum() + np.log(lam_y).sum() + np.log1p(-(s**2)).sum())
+        const = 0.5 * ((dx + dy) * _LOG_2PI + logdet)
+        joint = Rows(
+            self._joint(rows, yr), rows.kind, rows.sample_dim, rows.feature_dim, rows.template
+        )
+        return map_rows(
+            joint,
+            _log_likelihood_block,
+            n_out=None,
+            dtype=np.float64,
+            name="cca-score-samples",
+            args=(
+                dx,
+                np.concatenate([mx, my]),
+                U_x / np.sqrt(lam_x),
+                U_y / np.sqrt(lam_y),
+                wx,
+                wy,
+                s,
+                const,
+            ),
+            check="output",
+            method="CCA.score_samples",
+        )
+
+    def score(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> float:
+        """Mean log-likelihood of the pairs ``(x, y)`` under probabilistic CCA (of the rows of
+        X alone when Y is not given; one pass over dask input).
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features_x)
+        y : array-like, dask array or DataArray of shape (n_samples, n_features_y), optional
+        sample_dim : hashable, optional
+            The sample dim of DataArray inputs.
+
+        Returns
+        -------
+        float
+            The mean of :meth:`score_samples` (not scikit-learn's R^2 of a regression: see
+            the class notes).
+        """
+        ll = self.score_samples(X, y, sample_dim=sample_dim)
+        ll = ll.data if is_xarray(ll) else ll
+        return float(ll.mean().compute() if is_dask(ll) else np.mean(ll))
 
     def _projections(self) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
         return (self.x_weights_, self.x_mean_), (self.y_weights_, self.y_mean_)
