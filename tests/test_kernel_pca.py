@@ -345,3 +345,31 @@ def test_kmeans_landmarks_are_translation_invariant_on_a_1e8_offset(rng):
     np.testing.assert_allclose(got.landmarks_ - shift, ref.landmarks_, atol=1e-6)
     out, expect = got.transform(X[:40] + shift), ref.transform(X[:40])
     np.testing.assert_allclose(out, expect, atol=1e-6 * np.abs(expect).max())
+
+
+# ------------------------------------------------- scikit-learn's eigensolver parameters
+@pytest.mark.parametrize("eigen_solver", ["dense", "arpack"])
+def test_eigen_solver_tol_and_max_iter_are_scikit_learns(rng, eigen_solver):
+    """``eigen_solver`` picks the exact method's eigensolver, ``tol`` and ``max_iter`` tune
+    ARPACK: the same components as scikit-learn's solver of that name."""
+    X, Xnew = circles(rng, n=300), circles(rng, n=40)
+    kw = dict(kernel="rbf", gamma=2.0, eigen_solver=eigen_solver, tol=1e-12, max_iter=5000)
+    sk = SkKernelPCA(4, random_state=0, **kw).fit(X)
+    me = KernelPCA(4, method="exact", **kw).fit(X)
+    np.testing.assert_allclose(me.eigenvalues_, sk.eigenvalues_, rtol=1e-9)
+    ref = sk.transform(Xnew)
+    np.testing.assert_allclose(aligned(me.transform(Xnew), ref), ref, atol=1e-8)
+    with pytest.raises(ValueError, match="fewer eigenpairs than the 300 rows"):
+        KernelPCA(300, eigen_solver="arpack").fit(X)
+
+
+def test_remove_zero_eig_drops_null_components_as_scikit_learn(rng):
+    """A linear kernel of 2 features has 2 positive eigenvalues: asked for 5 components,
+    ``remove_zero_eig=True`` keeps 2 (exact and Nystrom), as scikit-learn's."""
+    X = rng.standard_normal((200, 2))
+    sk = SkKernelPCA(5, kernel="linear", remove_zero_eig=True).fit(X)
+    for method in ("exact", "nystrom"):
+        me = KernelPCA(5, kernel="linear", remove_zero_eig=True, method=method, n_landmarks=200)
+        Z = me.fit_transform(X)
+        assert me.n_components_ == sk.eigenvalues_.shape[0] == 2 and Z.shape == (200, 2)
+    assert KernelPCA(5, kernel="linear", method="exact").fit(X).n_components_ == 5

@@ -47,7 +47,12 @@ def test_features_equal_sklearn_from_the_same_landmarks(rng, kernel, params):
 
 @pytest.mark.parametrize(
     ("kernel", "params"),
-    [("linear", {}), ("poly", {"degree": 2, "coef0": 0.5, "gamma": 0.2}), ("cosine", {})],
+    [
+        ("linear", {}),
+        ("poly", {"degree": 2, "coef0": 0.5, "gamma": 0.2}),
+        ("polynomial", {"degree": 2, "coef0": 0.5, "gamma": 0.2}),  # scikit-learn's alias
+        ("cosine", {}),
+    ],
 )
 def test_rank_deficient_kernels_give_sklearns_inner_products(rng, kernel, params):
     """Where K_LL is singular (linear and cosine of 5 features, a quadratic kernel: rank 21 <

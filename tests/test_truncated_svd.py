@@ -159,3 +159,24 @@ def test_nan_in_sparse_blocks_is_refused():
         ddr.TruncatedSVD(2).fit(X)
     with pytest.raises(ValueError, match="X contains 1 NaN and 0 infinite stored value"):
         ddr.TruncatedSVD(2).fit(da.from_array(X, chunks=(20, -1)))
+
+
+# ------------------------------------------------------- scikit-learn's other algorithm
+@pytest.mark.parametrize("form", ["sparse", "dense", "dask"])
+def test_arpack_algorithm_is_scikit_learns(corpus, form):
+    """``algorithm="arpack"``: ARPACK on the data in memory, started as scikit-learn's, so the
+    fitted attributes are scikit-learn's (one read of dask input)."""
+    X = corpus[:600, :120].astype(np.float64)  # scikit-learn's SVD of float32 is in float32
+    ref = SkTruncatedSVD(6, algorithm="arpack", random_state=0).fit(X)
+    data = {"sparse": X, "dense": X.toarray(), "dask": da.from_array(X.toarray(), chunks=(150, -1))}
+    got = ddr.TruncatedSVD(6, algorithm="arpack", random_state=0).fit(data[form])
+    for name in ("components_", "singular_values_", "explained_variance_"):
+        np.testing.assert_allclose(getattr(got, name), getattr(ref, name), rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(
+        got.explained_variance_ratio_, ref.explained_variance_ratio_, rtol=1e-8
+    )
+    assert got.n_passes_ == 1
+    with pytest.raises(ValueError, match="below min\\(n_samples, n_features\\)=120"):
+        ddr.TruncatedSVD(120, algorithm="arpack").fit(X)
+    with pytest.raises(ValueError, match="'power_iteration_normalizer' parameter"):
+        ddr.TruncatedSVD(2, power_iteration_normalizer="LU").fit(X)

@@ -54,7 +54,7 @@ from ddr.linalg.signs import component_signs
 from ddr.progress import Passes
 from ddr.stats import compute
 from ddr.stats._input import Rows
-from ddr.tags import DDRTags, n_components_limit
+from ddr.tags import DDRTags, n_components_limit, n_components_width
 
 __all__ = ["DENSE_MAX_SAMPLES", "EXACT_MAX_SAMPLES", "KernelPCA"]
 
@@ -106,18 +106,32 @@ DENSE_MAX_SAMPLES = 2000
 
 
 def _top_eigenpairs(
-    K: np.ndarray, k: int, *, need_smallest: bool, seed: int
+    K: np.ndarray,
+    k: int,
+    *,
+    need_smallest: bool,
+    seed: int,
+    solver: str = "auto",
+    tol: float = 0.0,
+    max_iter: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float | None]:
     """The k largest eigenpairs of the symmetric K (ascending), and its smallest eigenvalue
-    when asked for and not among them."""
+    when asked for and not among them. ``solver``: ``"dense"`` (LAPACK), ``"arpack"``
+    (Lanczos, with ``tol`` and ``max_iter``) or ``"auto"`` (Lanczos beyond
+    :data:`DENSE_MAX_SAMPLES` rows for at most n / 20 components, dense otherwise)."""
     from scipy.sparse.linalg import eigsh
 
     n = K.shape[0]
-    lanczos = n > DENSE_MAX_SAMPLES and k <= n // 20
+    if solver == "arpack" and k >= n:
+        raise ValueError(
+            f"KernelPCA: eigen_solver='arpack' computes fewer eigenpairs than the {n} rows; "
+            f"got n_components={k}. Use eigen_solver='dense' (or 'auto') for all of them"
+        )
+    lanczos = solver == "arpack" or (solver == "auto" and n > DENSE_MAX_SAMPLES and k <= n // 20)
     if lanczos:
         # deterministic start (scikit-learn's _init_arpack_v0); tol=0: machine precision
         v0 = np.random.default_rng(seed).uniform(-1, 1, n)
-        lam, vecs = eigsh(K, k, which="LA", v0=v0, tol=0)
+        lam, vecs = eigsh(K, k, which="LA", v0=v0, tol=tol, maxiter=max_iter)
         order = np.argsort(lam)
         lam, vecs = lam[order], vecs[:, order]
     else:
@@ -159,6 +173,19 @@ default="linear"
         Ridge penalty of the pre-image regression (``fit_inverse_transform=True``).
     fit_inverse_transform : bool, default=False
         Learn the pre-image map used by :meth:`inverse_transform`.
+    eigen_solver : {"auto", "dense", "arpack"}, default="auto"
+        The eigensolver of the exact method's n x n centred Gram matrix: ``"dense"``
+        (LAPACK, scikit-learn's ``"dense"``, bit for bit), ``"arpack"`` (Lanczos, for few
+        components), ``"auto"``: Lanczos beyond ``DENSE_MAX_SAMPLES`` (2000) rows for at
+        most n / 20 components, dense otherwise. Nystrom's m x m problems are always
+        solved densely.
+    tol : float, default=0
+        Convergence tolerance of ARPACK (0: machine precision).
+    max_iter : int or None, default=None
+        Most ARPACK iterations (None: ARPACK's default).
+    remove_zero_eig : bool, default=False
+        Drop the components with a zero eigenvalue (whose scores are 0) even when
+        ``n_components`` is given; with ``n_components=None`` they are always dropped.
     method : {"auto", "exact", "nystrom"}, default="auto"
         ``exact`` holds the n x n Gram matrix (n <= ``EXACT_MAX_SAMPLES``); ``nystrom``
         uses ``n_landmarks`` landmarks; ``auto`` is exact when n <= n_landmarks (where
@@ -227,6 +254,10 @@ default="linear"
         kernel_params: dict | None = None,
         alpha: float = 1.0,
         fit_inverse_transform: bool = False,
+        eigen_solver: str = "auto",
+        tol: float = 0,
+        max_iter: int | None = None,
+        remove_zero_eig: bool = False,
         method: str = "auto",
         n_landmarks: int = 1000,
         landmarks: str = "uniform",
@@ -240,6 +271,10 @@ default="linear"
         self.kernel_params = kernel_params
         self.alpha = alpha
         self.fit_inverse_transform = fit_inverse_transform
+        self.eigen_solver = eigen_solver
+        self.tol = tol
+        self.max_iter = max_iter
+        self.remove_zero_eig = remove_zero_eig
         self.method = method
         self.n_landmarks = n_landmarks
         self.landmarks = landmarks
@@ -254,6 +289,10 @@ default="linear"
         "kernel_params": [dict, None],
         "alpha": [Interval(Real, 0, None, closed="left")],
         "fit_inverse_transform": ["boolean"],
+        "eigen_solver": [StrOptions({"auto", "dense", "arpack"})],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left"), None],
+        "remove_zero_eig": ["boolean"],
         "method": [StrOptions(set(_METHODS))],
         "n_landmarks": [Interval(Integral, 1, None, closed="left")],
         "landmarks": [StrOptions(set(LANDMARK_METHODS))],
@@ -277,6 +316,8 @@ default="linear"
         assert tags.transformer is not None
         tags.transformer.component_prefix = "KPC"
         tags.transformer.n_components_limit = n_components_limit("n_samples")
+        if self.remove_zero_eig:  # as many columns as positive eigenvalues: known once fitted
+            tags.transformer.width = n_components_width(None)
         if self.kernel in ("rbf", "laplacian"):
             tags.translation_invariant = "transform"
         tags.xarray_dims = {"landmarks_": ("landmark", FEATURE), "X_fit_": ("sample", FEATURE)}
@@ -393,7 +434,13 @@ default="linear"
         total = float(np.trace(K))  # the sum of all eigenvalues, computed or not
         k = n if self.n_components is None else min(n, self.n_components)
         lam, alphas, smallest = _top_eigenpairs(
-            K, k, need_smallest=not spec.known_psd, seed=self.random_state
+            K,
+            k,
+            need_smallest=not spec.known_psd,
+            seed=self.random_state,
+            solver=self.eigen_solver,
+            tol=self.tol,
+            max_iter=self.max_iter,
         )
         lam, _ = clip_psd_eigenvalues(
             lam,
@@ -408,7 +455,7 @@ default="linear"
         alphas = alphas * component_signs(alphas, axis=0)
         order = np.argsort(lam)[::-1]
         lam, alphas = lam[order], alphas[:, order]
-        if self.n_components is None:
+        if self.n_components is None or self.remove_zero_eig:
             alphas, lam = alphas[:, lam > 0], lam[lam > 0]
         self.eigenvalues_ = lam
         self.explained_variance_ratio_ = _share(lam, total)
@@ -440,7 +487,7 @@ default="linear"
         lam, V = linalg.eigh(mom.scatter, subset_by_index=(r - k, r - 1))
         lam, V = lam[::-1], V[:, ::-1]
         lam = np.where(lam > max(lam.max(), 0) * r * np.finfo(float).eps, lam, 0.0)
-        if self.n_components is None:
+        if self.n_components is None or self.remove_zero_eig:
             V, lam = V[:, lam > 0], lam[lam > 0]
         else:
             # as exact: min(n_components, n) components, those beyond the rank r of the

@@ -6,20 +6,21 @@ No centring: ``X ~ U S V^T`` of the data as given, which keeps sparse word count
 matrix ``X^T X``, applied to a d x l basis per pass by :class:`ddr.stats.GramProduct`: two
 sparse products per CSR row block (O(nnz l)), or two GEMMs per dense one. ``X^T X`` and the
 n x l sketch are never formed. The first pass also gathers the column moments that the
-explained-variance ratios need.
+explained-variance ratios need. ``algorithm="arpack"`` is scikit-learn's other solver, ARPACK
+(``scipy.sparse.linalg.svds``) on the data held in memory.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable
-from numbers import Integral
+from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from ddr.base import FEATURE, FitPlan, fit_context
 from ddr.decomposition._pca_solvers import svd_flip_rows
@@ -32,7 +33,7 @@ from ddr.linalg.randomized import (
     randomized_scatter_eigh,
     single_pass_eigh,
 )
-from ddr.stats._input import Rows
+from ddr.stats._input import Rows, is_dask
 from ddr.tags import DDRTags, rank_limit
 
 __all__ = ["TruncatedSVD"]
@@ -51,13 +52,40 @@ def _reconstruct_block(Z: np.ndarray, components: np.ndarray, dtype: Any) -> np.
     return (np.asarray(Z, dtype=np.float64) @ components).astype(dtype, copy=False)
 
 
+def _arpack(rows: Rows, k: int, tol: float, random_state: Any) -> RandomizedEigh:
+    """The top ``k`` singular triplets of the data loaded into memory by ARPACK, started as
+    scikit-learn's (``uniform(-1, 1)`` from ``random_state``), as the eigenpairs of ``X^T X``
+    with the column moments."""
+    from scipy.sparse.linalg import svds
+    from sklearn.utils.sparsefuncs import mean_variance_axis
+
+    X = rows.data.compute() if is_dask(rows.data) else rows.data
+    if scipy.sparse.issparse(X):
+        X = scipy.sparse.csr_matrix(X, dtype=np.float64)
+        mean, var = mean_variance_axis(X, axis=0)
+        trace = float(var.sum()) * X.shape[0]
+    else:
+        X = np.asarray(X, dtype=np.float64)
+        mean = X.mean(axis=0)
+        trace = float(((X - mean) ** 2).sum())
+    v0 = check_random_state(random_state).uniform(-1, 1, min(X.shape))
+    _, s, vt = svds(X, k=k, tol=tol, v0=v0)
+    order = np.argsort(s)[::-1]
+    return RandomizedEigh(X.shape[0], mean, trace, s[order] ** 2, vt[order].T, 1)
+
+
 class TruncatedSVD(FitThenTransform, LinearProjection, BaseEstimator):
     """Truncated SVD without centring (LSA), randomized, over dense or sparse row blocks.
 
     Parameters
     ----------
     n_components : int, default=2
-        Number of singular triplets, at most ``min(n_samples, n_features)``.
+        Number of singular triplets, at most ``min(n_samples, n_features)`` (below it with
+        ``algorithm="arpack"``).
+    algorithm : {"randomized", "arpack"}, default="randomized"
+        ``"randomized"``: ddr's randomized block Krylov iteration over the row blocks,
+        ``n_iter + 1`` passes. ``"arpack"``: ARPACK (``scipy.sparse.linalg.svds``) on the
+        data loaded into memory (one read; in-memory data), as scikit-learn's.
     n_iter : int, default=5
         Power (block Krylov) iterations, each re-orthonormalised against all earlier blocks;
         the data is read ``n_iter + 1`` times. The default 5 gives singular values equal to
@@ -66,7 +94,15 @@ class TruncatedSVD(FitThenTransform, LinearProjection, BaseEstimator):
     n_oversamples : int, default=10
         Extra dimensions of each block beyond ``n_components``.
     random_state : int, RandomState or None, default=None
-        Seeds the Gaussian test matrix.
+        Seeds the Gaussian test matrix (the ARPACK start with ``algorithm="arpack"``).
+    tol : float, default=0.0
+        Tolerance of ARPACK's singular values (0: machine precision); not used by the
+        randomized solver.
+    power_iteration_normalizer : {"auto", "QR"}, default="auto"
+        How the randomized solver normalises its power iterations: always QR
+        (re-orthonormalisation against every earlier block), which both values mean.
+        scikit-learn's cheaper ``"LU"`` and ``"none"`` lose the small singular values to
+        round-off and are refused.
 
     Attributes
     ----------
@@ -97,23 +133,32 @@ class TruncatedSVD(FitThenTransform, LinearProjection, BaseEstimator):
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
+        "algorithm": [StrOptions({"randomized", "arpack"})],
         "n_iter": [Interval(Integral, 0, None, closed="left")],
         "n_oversamples": [Interval(Integral, 0, None, closed="left")],
+        "power_iteration_normalizer": [StrOptions({"auto", "QR"})],
         "random_state": ["random_state"],
+        "tol": [Interval(Real, 0, None, closed="left")],
     }
 
     def __init__(
         self,
         n_components: int = 2,
         *,
+        algorithm: str = "randomized",
         n_iter: int = 5,
         n_oversamples: int = 10,
+        power_iteration_normalizer: str = "auto",
         random_state: Any = None,
+        tol: float = 0.0,
     ) -> None:
         self.n_components = n_components
+        self.algorithm = algorithm
         self.n_iter = n_iter
         self.n_oversamples = n_oversamples
+        self.power_iteration_normalizer = power_iteration_normalizer
         self.random_state = random_state
+        self.tol = tol
 
     # ------------------------------------------------------------------- tags
     def __ddr_tags__(self) -> DDRTags:
@@ -121,6 +166,8 @@ class TruncatedSVD(FitThenTransform, LinearProjection, BaseEstimator):
         tags.fit.passes = self._passes
         tags.fit.statistics = self._widest_pass
         tags.fit.mergeable = self._one_pass
+        if self.algorithm == "arpack":
+            tags.fit.loads_data = "algorithm='arpack' takes the SVD of the data in memory"
         assert tags.transformer is not None
         tags.transformer.component_prefix = "SV"
         tags.transformer.n_components_limit = rank_limit
@@ -138,6 +185,8 @@ class TruncatedSVD(FitThenTransform, LinearProjection, BaseEstimator):
         return min(n_features, self.n_components + self.n_oversamples)
 
     def _passes(self, n_samples: int, n_features: int) -> int | None:
+        if self.algorithm == "arpack":
+            return 1
         return randomized_passes(n_features, self._width(n_features), self.n_iter)
 
     def _one_pass(self, n_samples: Any, n_features: Any) -> bool:
@@ -152,6 +201,12 @@ class TruncatedSVD(FitThenTransform, LinearProjection, BaseEstimator):
 
     def _check_k(self, n: float, d: int) -> None:
         limit = d if np.isnan(n) else min(int(n), d)
+        if self.algorithm == "arpack" and self.n_components >= limit:
+            raise ValueError(
+                f"n_components={self.n_components} must be below min(n_samples, n_features)="
+                f"{limit} with algorithm='arpack' (ARPACK computes fewer singular triplets than "
+                "the rank); use the randomized algorithm for all of them"
+            )
         if self.n_components > limit:
             what = f"n_features={d}" if np.isnan(n) else f"min(n_samples={int(n)}, n_features={d})"
             raise ValueError(
@@ -164,6 +219,8 @@ class TruncatedSVD(FitThenTransform, LinearProjection, BaseEstimator):
         """One pass when the first block spans every feature (``n_components +
         n_oversamples >= n_features``): ``X^T X`` is then known exactly from it. None (a
         multi-pass fit) otherwise."""
+        if self.algorithm == "arpack":
+            return None
         rows = self._rows(X, reset=True, sample_dim=fit_params.get("sample_dim"))
         n, d = rows.shape
         if randomized_passes(d, self._width(d), self.n_iter) != 1:
@@ -195,6 +252,8 @@ class TruncatedSVD(FitThenTransform, LinearProjection, BaseEstimator):
         rows = self._rows(X, reset=True, sample_dim=sample_dim)
         n, d = rows.shape
         self._check_k(float(n), d)
+        if self.algorithm == "arpack":
+            return self._set(_arpack(rows, self.n_components, self.tol, self.random_state))
         res = randomized_scatter_eigh(
             rows,
             self._width(d),

@@ -40,10 +40,11 @@ class Nystroem(ComponentTransformer, BaseEstimator):
 
     Parameters
     ----------
-    kernel : {"linear", "poly", "rbf", "laplacian", "sigmoid", "cosine"} or callable, \
-default="rbf"
-        Kernel, with scikit-learn's formulas (:mod:`ddr.linalg.kernels`). A callable is
-        ``kernel(X, Y, **kernel_params) -> (n_x, n_y) ndarray`` evaluated on blocks.
+    kernel : {"linear", "poly", "polynomial", "rbf", "laplacian", "sigmoid", "cosine"} or \
+callable, default="rbf"
+        Kernel, with scikit-learn's formulas (:mod:`ddr.linalg.kernels`; ``"polynomial"`` is
+        ``"poly"``, as in scikit-learn). A callable is ``kernel(X, Y, **kernel_params) ->
+        (n_x, n_y) ndarray`` evaluated on blocks.
     gamma : float or None, default=None
         Coefficient of rbf, laplacian, poly and sigmoid; None means ``1 / n_features``.
     coef0 : float or None, default=None
@@ -103,7 +104,7 @@ default="rbf"
         self.random_state = random_state
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
-        "kernel": [StrOptions(set(KERNELS)), callable],
+        "kernel": [StrOptions(set(KERNELS) | {"polynomial"}), callable],
         "gamma": [Interval(Real, 0, None, closed="neither"), None],
         "coef0": [Interval(Real, None, None, closed="neither"), None],
         "degree": [Interval(Real, 0, None, closed="left"), None],
@@ -142,7 +143,7 @@ default="rbf"
     # ---------------------------------------------------------------------- fit
     def _kernel(self, n_features: int, gamma: float | None) -> KernelSpec:
         return make_kernel(
-            self.kernel,
+            "poly" if self.kernel == "polynomial" else self.kernel,
             gamma=gamma,
             degree=3 if self.degree is None else self.degree,
             coef0=1.0 if self.coef0 is None else self.coef0,
