@@ -167,7 +167,7 @@ def write_demo(
     *,
     if_exists: IfExists = "error",
     storage_options: Mapping[str, Any] | None = None,
-) -> None:
+) -> bool:
     """Write the demo dataset of ``spec`` (from :func:`demo_spec`) to a Zarr group at
     ``path``: :func:`write_demo_data` or :func:`ddr.demo_counts.write_counts_data`.
 
@@ -178,14 +178,21 @@ def write_demo(
     spec : DemoSpec or CountsSpec
         What to write.
     if_exists : {"error", "overwrite", "skip-if-complete"}
-        What to do with an existing group (see :func:`ddr.io.write_zarr`).
+        What to do with an existing group (see :func:`ddr.io.write_zarr`):
+        ``"skip-if-complete"`` keeps a complete group written from the same spec.
     storage_options : mapping, optional
         For a URL, as :func:`ddr.io.write_zarr` takes them.
+
+    Returns
+    -------
+    bool
+        True when the group was written, False when a complete one of the same spec was
+        kept (``if_exists="skip-if-complete"``).
     """
     from ddr.demo_counts import write_counts_data
 
     write = write_demo_data if isinstance(spec, DemoSpec) else write_counts_data
-    write(path, spec, if_exists=if_exists, storage_options=storage_options)
+    return write(path, spec, if_exists=if_exists, storage_options=storage_options)
 
 
 #: ``chunk_rows`` by default: the rows split into this many chunks (so even the default demo
@@ -324,16 +331,17 @@ def write_demo_data(
     *,
     if_exists: IfExists = "error",
     storage_options: Mapping[str, Any] | None = None,
-) -> None:
+) -> bool:
     """Generate ``spec``'s dataset and write it to a Zarr group at ``path`` (a local path or
     a URL; ``storage_options`` as for :func:`ddr.io.write_zarr`).
 
     ``X`` is stored with chunks of ``chunk_rows`` complete rows (zstd), ``y`` with the same
     row chunks, and the truth arrays beside them. Writing follows the protocol of
-    :mod:`ddr.io.outputs`: an interrupted run leaves a store marked incomplete.
+    :mod:`ddr.io.outputs`: an interrupted run leaves a store marked incomplete. Returns
+    False when a complete group of the same spec was kept (``if_exists="skip-if-complete"``).
     """
     ds = demo_dataset(spec)
-    write_zarr(
+    pending = write_zarr(
         ds,
         path,
         if_exists=if_exists,
@@ -344,3 +352,4 @@ def write_demo_data(
         fingerprint=da.core.tokenize(asdict(spec)),
         storage_options=storage_options,
     )
+    return not pending.skipped

@@ -195,12 +195,13 @@ def write_counts_data(
     *,
     if_exists: IfExists = "error",
     storage_options: Mapping[str, Any] | None = None,
-) -> None:
+) -> bool:
     """Generate ``spec``'s corpus and write it to a Zarr group at ``path`` (a path or URL).
 
     The truth arrays are written first, then the CSR group ``X`` chunk by chunk and the
     vocabulary (``var/_index``); the group is marked complete last (:mod:`ddr.io.outputs`),
-    so an interrupted run leaves a store that says it is incomplete.
+    so an interrupted run leaves a store that says it is incomplete. Returns False when a
+    complete group of the same spec was kept (``if_exists="skip-if-complete"``).
     """
     topics = counts_truth(spec)
     rows = da.core.normalize_chunks((spec.chunk_rows,), (spec.n_samples,))[0]
@@ -229,7 +230,7 @@ def write_counts_data(
         storage_options=storage_options,
     )  # fmt: skip
     if pending.skipped:
-        return
+        return False
     dask.compute(pending.delayed)
     cdf = (np.cumsum(topics, axis=1) + np.arange(spec.n_topics)[:, None]).ravel()
     loc = pending.path
@@ -254,3 +255,4 @@ def write_counts_data(
             root, [f"w{j:0{len(str(spec.n_features - 1))}d}" for j in range(spec.n_features)]
         )
     pending.finalize()
+    return True

@@ -274,6 +274,10 @@ class FitTags:
     loads_data : str or None, default None
         Why ``fit`` loads the data into memory instead of reducing it to statistics (the
         reason is shown by the conformance suites), or None.
+    keeps_data : callable ``(n_samples, n_features) -> bool``, default never
+        Whether the fitted model keeps its training data as it was given (a dask X stays
+        lazy, unread), so that every later use of the whole model (saving it, scoring with
+        it, drawing it) reads that data again: ``ddr plan`` counts those passes.
     """
 
     passes: ShapeRule = UNDECLARED
@@ -281,6 +285,7 @@ class FitTags:
     mergeable: ShapeRule = never
     solve_params: frozenset[str] = frozenset()
     loads_data: str | None = None
+    keeps_data: ShapeRule = never
 
 
 @dataclasses.dataclass(slots=True)

@@ -57,7 +57,8 @@ def test_help_on_every_command():
 
 
 def test_version_and_usage_errors():
-    assert runner.invoke(app, ["version"]).output.strip() == ddr.__version__
+    # the same line as ddr --version
+    assert runner.invoke(app, ["version"]).output == f"ddr {ddr.__version__}\n"
     assert runner.invoke(app, ["run"]).exit_code == 2  # missing argument
     assert runner.invoke(app, ["nonsense"]).exit_code == 2
     assert runner.invoke(app, ["run", "x.yaml", "--force", "--resume"]).exit_code == 2
@@ -192,3 +193,104 @@ def test_bad_cluster_config_exits_2(here, tmp_path):
     result = runner.invoke(app, ["run", "one.yaml", "--cluster", str(bad)])
     assert result.exit_code == 2
     assert f"{bad}:3:9: distributed.LocalCluster has no keyword 'n_worker'" in result.output
+
+
+# ------------------------------------------------------------ issue 28: consistency
+def test_every_command_takes_verbose_and_quiet(here):
+    for command in COMMANDS:
+        shown = runner.invoke(app, [command, "--help"]).output
+        assert "-v, --verbose" in shown and "-q, --quiet" in shown, command
+    quiet = runner.invoke(app, ["plan", "-q", "one.yaml"])
+    assert quiet.exit_code == 0 and "passes over inputs" in quiet.output
+    both = runner.invoke(app, ["ops", "-v", "-q"])
+    assert both.exit_code == 2
+    assert "ddr: error: --verbose and --quiet contradict each other" in both.output
+
+
+def test_any_command_shows_the_library_log_as_ddr_lines(monkeypatch):
+    """A plug-in's warning (logged while `ddr ops` reads the registry) is shown as a ddr
+    line, as `ddr run` shows its own; -q keeps warnings, drops notes; -v adds debug."""
+    import logging
+
+    from ddr.pipeline import registry
+
+    ops = registry.ops
+
+    def logging_ops():
+        log = logging.getLogger("ddr.plugins")
+        log.warning("plug-in 'broken' (from broken-dist 1.0) skipped: ImportError: no module")
+        log.info("a note")
+        log.debug("a detail")
+        return ops()
+
+    monkeypatch.setattr(registry, "ops", logging_ops)
+    shown = runner.invoke(app, ["ops"]).output
+    assert "ddr: warning: plug-in 'broken' (from broken-dist 1.0) skipped" in shown
+    assert "ddr: a note\n" in shown and "a detail" not in shown
+    quiet = runner.invoke(app, ["ops", "-q"]).output
+    assert "ddr: warning: plug-in 'broken'" in quiet and "a note" not in quiet
+    assert "ddr: a detail\n" in runner.invoke(app, ["ops", "-v"]).output
+
+
+def test_inspect_names_a_missing_bucket_as_run_does(s3):
+    url = "s3://no-such-bucket/x.zarr"
+    shown = runner.invoke(app, ["inspect", url])
+    assert shown.exit_code == 2
+    said = f"the bucket 'no-such-bucket' does not exist (endpoint {s3.endpoint})"
+    assert shown.output.splitlines()[0] == f"{url}: missing: {said}"
+    assert json.loads(runner.invoke(app, ["inspect", url, "--json"]).output)["reason"] == said
+    here = runner.invoke(app, ["inspect", s3.url("nothing.zarr")])  # the bucket exists
+    assert here.exit_code == 2 and here.output.strip().endswith("nothing.zarr: missing")
+
+
+def test_demo_data_has_the_if_exists_choices_it_suggests(tmp_path):
+    path = str(tmp_path / "d.zarr")
+    small = ["--n-samples", "200", "--n-features", "4", "--rank", "2", "--n-classes", "2"]
+    assert runner.invoke(app, ["demo-data", path, *small]).exit_code == 0
+    again = runner.invoke(app, ["demo-data", path, *small])
+    assert again.exit_code == 2
+    assert "pass --force to replace it or --if-exists skip-if-complete to keep it" in again.output
+    kept = runner.invoke(app, ["demo-data", path, *small, "--if-exists", "skip-if-complete"])
+    assert kept.exit_code == 0 and kept.output.startswith(f"kept {path}: complete")
+    other = [*small, "--seed", "1", "--if-exists", "skip-if-complete"]  # another spec
+    assert runner.invoke(app, ["demo-data", path, *other]).output.startswith(f"wrote {path}")
+    assert runner.invoke(app, ["demo-data", path, *small, "--if-exists", "overwrite"]).exit_code == 0
+    bad = runner.invoke(app, ["demo-data", path, "--force", "--if-exists", "skip-if-complete"])
+    assert bad.exit_code == 2 and "contradict" in bad.output
+
+
+def test_summary_says_what_the_run_did_and_what_it_found(here):
+    first = runner.invoke(app, ["run", "one.yaml", "--cluster", "threads", "--no-progress"])
+    assert first.exit_code == 0, first.output
+    assert first.output.count("; was missing)") == 2, first.output
+    forced = runner.invoke(app, ["run", "one.yaml", "-c", "threads", "--force", "--no-progress"])
+    assert "; was complete, --force/overwrite)" in forced.output
+
+
+def test_a_rerun_with_nothing_to_do_starts_no_cluster(here, monkeypatch):
+    import ddr.cluster
+
+    first = runner.invoke(app, ["run", "one.yaml", "--cluster", "threads", "--no-progress"])
+    assert first.exit_code == 0, first.output
+
+    def no_cluster(*args, **kwargs):
+        raise AssertionError("a cluster was started for a run with nothing to do")
+
+    monkeypatch.setattr(ddr.cluster, "cluster_client", no_cluster)
+    again = runner.invoke(app, ["run", "one.yaml", "--resume", "--no-progress"])  # local
+    assert again.exit_code == 0, again.output
+    assert "ddr: nothing to do: every output is complete (same fingerprint); no cluster" in (
+        again.output
+    )
+    assert "scheduler: none (nothing to do: every output is complete)" in again.output
+    assert "cluster start" not in again.output
+
+
+def test_an_empty_dask_input_is_refused_naming_the_estimator():
+    import dask.array as da
+
+    empty = da.zeros((0, 3), chunks=(1, 3))
+    with pytest.raises(ValueError, match=r"0 sample\(s\) .* required by GaussianNB\.$"):
+        ddr.GaussianNB().fit(empty, da.zeros(0, chunks=1))
+    with pytest.raises(ValueError, match=r"required by PCA\.$"):
+        ddr.PCA(2).fit(empty)

@@ -11,6 +11,9 @@ from ddr.cli._app import Command, app, fail
 
 __all__ = ["demo_data"]
 
+#: what --if-exists accepts: ddr.io.write_zarr's if_exists
+_IF_EXISTS = ("error", "overwrite", "skip-if-complete")
+
 
 @app.command(
     cls=Command, name="demo-data", short_help="Write a synthetic dataset with known truth."
@@ -85,7 +88,18 @@ def demo_data(
     doc_length: Annotated[
         float, typer.Option(metavar="L", help="counts: mean tokens per document.")
     ] = 100.0,
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing output.")] = False,
+    if_exists: Annotated[
+        str,
+        typer.Option(
+            metavar="error|overwrite|skip-if-complete",
+            help="What to do when PATH holds a ddr output already: refuse (error), replace it "
+            "(overwrite), or keep it when it is complete and was written with the same "
+            "options, else write it again (skip-if-complete).",
+        ),
+    ] = "error",
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an existing output (--if-exists overwrite).")
+    ] = False,
 ) -> None:
     """Write a synthetic dataset with its truth: dense (low-rank signal + noise, class means)
     or counts (documents from a topic model, sparse)."""
@@ -95,6 +109,12 @@ def demo_data(
 
     if kind not in DEMO_KINDS:
         fail(f"--kind must be 'dense' or 'counts'; got {kind!r}", 2)
+    if if_exists not in _IF_EXISTS:
+        fail(f"--if-exists must be one of {', '.join(_IF_EXISTS)}; got {if_exists!r}", 2)
+    if force and if_exists not in ("error", "overwrite"):
+        fail(f"--force and --if-exists {if_exists} contradict each other; give one", 2)
+    if force:
+        if_exists = "overwrite"
     params = dict(
         n_samples=n_samples,
         n_features=n_features,
@@ -113,7 +133,19 @@ def demo_data(
         fail(str(exc), 2)
     start = time.perf_counter()
     try:
-        write_demo(path, spec, if_exists="overwrite" if force else "error")
+        written = write_demo(path, spec, if_exists=if_exists)  # type: ignore[arg-type]
+    except FileExistsError as exc:  # the library's advice, in this command's options
+        fail(_in_options(str(exc)), 2)
     except (OSError, ValueError, ImportError) as exc:
         fail(str(exc), 2)
+    if not written:
+        typer.echo(f"kept {path}: complete, written with the same options")
+        return
     typer.echo(f"wrote {path}: {spec.describe(time.perf_counter() - start)}")
+
+
+def _in_options(message: str) -> str:
+    """ddr.io's advice (``if_exists='overwrite' (--force)``) in demo-data's options."""
+    return message.replace("pass if_exists='overwrite' (--force)", "pass --force").replace(
+        "'skip-if-complete'", "--if-exists skip-if-complete"
+    )

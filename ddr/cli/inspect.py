@@ -67,7 +67,8 @@ def inspect(
 
 def _lines(info: dict[str, Any]) -> list[str]:
     """``info`` as text: the status, the claim, arrays, what it is and where it came from."""
-    lines = [f"{info['path']}: {_LABELS[info['status']]}"]
+    reason = f": {info['reason']}" if info.get("reason") else ""
+    lines = [f"{info['path']}: {_LABELS[info['status']]}{reason}"]
     claim = info.get("claim")
     if claim:
         stale = f" (stale: {claim['stale']})" if claim["stale"] else ""

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ddr.cli._app import Command, PipelineArg, QuietOpt, SetOpt, VerboseOpt, app, fail, problems
+from ddr.cli._app import OwnConsole, PipelineArg, SetOpt, app, fail, problems, verbosity
 
 __all__ = ["EXIT_CODES", "run"]
 
@@ -15,8 +15,9 @@ __all__ = ["EXIT_CODES", "run"]
 EXIT_CODES = {"ok": 0, "failed": 1, "refused": 1, "interrupted": 130, "invalid": 2}
 
 
-@app.command(cls=Command, name="run", short_help="Run a pipeline and print its summary.")
+@app.command(cls=OwnConsole, name="run", short_help="Run a pipeline and print its summary.")
 def run(
+    ctx: typer.Context,
     pipeline: PipelineArg,
     cluster: Annotated[
         str,
@@ -88,8 +89,6 @@ def run(
             show_default=False,
         ),
     ] = None,
-    verbose: VerboseOpt = False,
-    quiet: QuietOpt = False,
 ) -> None:
     """Run a pipeline: check it, start the cluster, fit, write outputs, print a summary.
 
@@ -111,8 +110,6 @@ def run(
     clock = RunClock.since_process_start()  # the run's times include Python's start-up
     if force and resume:
         fail("--force and --resume contradict each other; give one", 2)
-    if verbose and quiet:
-        fail("--verbose and --quiet contradict each other; give one", 2)
     try:
         plan = plan_pipeline(
             pipeline,
@@ -133,7 +130,7 @@ def run(
     log = plan.run_file("log")
     log_file = log.location.path if log is not None else None
     show_bar = plan.pipeline.run.progress if progress is None else progress
-    with console(-1 if quiet else int(verbose), progress=show_bar, log_file=log_file) as shown:
+    with console(verbosity(ctx), progress=show_bar, log_file=log_file) as shown:
         outcome = run_pipeline(
             plan,
             cluster=config,

@@ -224,11 +224,23 @@ class KernelDensity(LogLikelihoodScore, DDRMixin, BaseEstimator):
         # one pass of moments (and the lattice); exact "cv" scores held-out rows afterwards
         tags.fit.passes = unknown_passes if self.bandwidth == "cv" else fixed_passes(1)
         tags.fit.statistics = moments_pass
+        tags.fit.keeps_data = self._keeps_data
         tags.translation_invariant = "score_samples"
         tags.checks.expected_failed_checks = {
             "check_sample_weight_equivalence_on_dense_data": WEIGHTS_SINGULAR
         }
         return tags
+
+    def _keeps_data(self, n_samples: Any, n_features: Any) -> bool:
+        """Exact mode keeps the training data (lazy for dask input): every later use of the
+        model reads it; binned mode keeps a histogram."""
+        if self.algorithm != "auto":
+            return self.algorithm == "exact"
+        if n_samples is None or n_features is None:
+            return True
+        return not (
+            n_features <= 2 and n_samples > AUTO_BINNED_ROWS and self.kernel in BINNED_KERNELS
+        )
 
     def _scaling(self) -> str:
         return resolve_scaling(self.bandwidth_scaling, self.bandwidth)

@@ -21,10 +21,15 @@ not installed) the runner falls back to summing every process's counters
 from __future__ import annotations
 
 import contextvars
+import itertools
+import re
 import threading
 from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from distributed.diagnostics.plugin import SchedulerPlugin
 from zarr.storage import LocalStore, WrapperStore
 
@@ -32,6 +37,7 @@ from ddr.io.locations import Location
 
 __all__ = [
     "TOPIC",
+    "BlockReads",
     "CountingStore",
     "CountingWrapper",
     "ReadTally",
@@ -39,9 +45,13 @@ __all__ = [
     "counted_call",
     "counted_getter",
     "install_tally",
+    "blocks_selected",
+    "block_nbytes",
     "local_counts",
     "read_counts",
     "stored_bytes",
+    "stored_objects",
+    "union_share",
     "tally_totals",
 ]
 
@@ -158,6 +168,122 @@ def stored_bytes(root: str | Location, array_path: str) -> int:
     if array_path:
         base = base.joinpath(array_path)
     return base.du(exclude=_METADATA)
+
+
+def stored_objects(root: str | Location, array_path: str) -> Iterator[tuple[str, int]]:
+    """``(key, bytes)`` of each stored object of ``array_path`` inside the store at ``root``,
+    the key relative to the array (``c/0/0``; metadata documents left out): one listing."""
+    import os
+    import posixpath
+    from pathlib import Path
+
+    from ddr.io.locations import resolve
+
+    base = resolve(root)
+    if array_path:
+        base = base.joinpath(array_path)
+    if base.protocol == "file":
+        top = Path(base.path)
+        for f in top.rglob("*"):
+            if f.is_file() and f.name not in _METADATA:
+                yield f.relative_to(top).as_posix(), f.stat().st_size
+        return
+    with base.errors("read"):
+        found = base.fs.find(base.fs_path, detail=True)
+    prefix = base.fs_path.rstrip("/") + "/"
+    for key, info in found.items():
+        if posixpath.basename(key) not in _METADATA:
+            yield key.removeprefix(prefix).lstrip(os.sep), int(info.get("size") or 0)
+
+
+# --------------------------------------------------------- planned passes (units)
+@dataclass(frozen=True)
+class BlockReads:
+    """What an input's selection reads of its stored array, in the unit measured passes
+    count: stored bytes. ``nbytes`` holds, for each block of the stored array's dask grid
+    (the blocks its tasks read), the stored bytes that block's task reads; ``mask`` the
+    blocks the selection needs; ``total`` the array's stored bytes (a pass)."""
+
+    nbytes: np.ndarray
+    mask: np.ndarray
+    total: int
+
+    def share(self) -> float:
+        """Passes over the stored array one read of the selection makes (rows 0:75000 of
+        100 000 in chunks of 12 500: 0.75)."""
+        return union_share([self])
+
+
+def union_share(reads: Sequence[BlockReads | None]) -> float:
+    """Passes over one stored array that reading these selections of it in one compute
+    makes: each block once, however many of them need it (1 when one is the whole array
+    or not known)."""
+    if not reads or any(r is None for r in reads):
+        return 1.0
+    known = [r for r in reads if r is not None]
+    first = known[0]
+    if not first.total or any(r.mask.shape != first.mask.shape for r in known):
+        return 1.0
+    mask = np.logical_or.reduce([r.mask for r in known])
+    return float(first.nbytes[mask].sum()) / first.total
+
+
+def blocks_selected(chunks: tuple[int, ...], sel: Any) -> np.ndarray:
+    """Which blocks of a dimension chunked as ``chunks`` an ``isel`` indexer (a slice, a
+    list of positions, or None: everything) needs, as a boolean mask over the blocks."""
+    n_blocks = len(chunks)
+    bounds = np.cumsum((0, *chunks))
+    n = int(bounds[-1])
+    mask = np.zeros(n_blocks, dtype=bool)
+    if sel is None:
+        mask[:] = True
+        return mask
+    if isinstance(sel, slice):
+        start, stop, step = sel.indices(n)
+        count = len(range(start, stop, step))
+        if count == 0:
+            return mask
+        if abs(step) <= min(chunks) or count > 1_000_000:  # every block between its ends
+            lo, hi = sorted((start, start + step * (count - 1)))
+            first, last = np.searchsorted(bounds, [lo, hi], side="right") - 1
+            mask[first : last + 1] = True
+            return mask
+        positions = np.arange(start, stop, step)
+    else:
+        positions = np.asarray(sel, dtype=np.int64)
+        positions = np.where(positions < 0, positions + n, positions)
+    mask[np.unique(np.searchsorted(bounds, positions, side="right") - 1)] = True
+    return mask
+
+
+def block_nbytes(
+    objects: Iterable[tuple[str, int]],
+    stored: tuple[int, ...],
+    chunks: tuple[tuple[int, ...], ...],
+) -> np.ndarray:
+    """The stored bytes each block of the dask grid ``chunks`` reads: each stored object
+    (``key, bytes``, its key ``c/i/j`` or ``i.j``, of the stored grid ``stored``) is read
+    whole by every block it overlaps."""
+    shape = tuple(len(c) for c in chunks)
+    out = np.zeros(shape, dtype=np.int64)
+    bounds = [np.cumsum((0, *c)) for c in chunks]
+    for key, size in objects:
+        body = key[2:] if key[:2] in ("c/", "c.") else key
+        try:
+            coords = [int(part) for part in re.split(r"[./]", body)]
+        except ValueError:
+            continue
+        if len(coords) != len(shape):
+            continue
+        spans = []
+        for c, g, b in zip(coords, stored, bounds, strict=True):
+            lo = c * g
+            hi = min(lo + g, int(b[-1])) - 1
+            first, last = np.searchsorted(b, [lo, hi], side="right") - 1
+            spans.append(range(max(int(first), 0), min(int(last), len(b) - 2) + 1))
+        for block in itertools.product(*spans):
+            out[block] += size
+    return out
 
 
 # ----------------------------------------------------------------- once per task

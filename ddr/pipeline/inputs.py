@@ -12,10 +12,11 @@ file's size and modification time), never from values, and never from ``storage_
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +24,9 @@ from ddr.io.locations import Location, LocationError, resolve
 from ddr.io.stored_chunks import MissingChunks
 from ddr.pipeline.plan import InputPlan, ValueMeta, _sha
 from ddr.pipeline.spec_types import InputSpec
+
+if TYPE_CHECKING:
+    from ddr.pipeline._counting import BlockReads
 
 __all__ = ["metadata_fingerprint", "open_pipeline_input"]
 
@@ -89,14 +93,20 @@ def open_pipeline_input(
             f"input {name} is empty ({sizes}); ddr needs at least one sample and one feature",
         )
         return None
-    root, stored = None, None
+    root, stored, reads = None, None, None
     try:
-        counted = _counted(arr, loc, spec.array, spec.missing_chunks if check_chunks else "fill")
+        counted = _counted(
+            arr,
+            loc,
+            spec.array,
+            spec.missing_chunks if check_chunks else "fill",
+            spec.selection() if spec.isel else None,
+        )
     except OSError as exc:  # the store stopped answering since the input was opened
         problem((*where, "path"), f"input {name}: {exc}")
         return None
     if counted is not None:
-        arr, root, stored = counted
+        arr, root, stored, reads = counted
     arr = _with_row_numbers(arr, sdim, name)
     if spec.isel:
         unknown = sorted(set(spec.isel) - {str(d) for d in arr.dims})
@@ -153,26 +163,40 @@ def open_pipeline_input(
         np.dtype(arr.dtype),
         frozenset([name]),
     )
-    return InputPlan(name, spec, loc.url, arr, sdim, fp, root, stored, meta, loc)
+    return InputPlan(name, spec, loc.url, arr, sdim, fp, root, stored, meta, loc, reads)
 
 
 def _counted(
-    arr: Any, loc: Location, name: str | None, missing_chunks: MissingChunks
-) -> tuple[Any, str, int] | None:
+    arr: Any,
+    loc: Location,
+    name: str | None,
+    missing_chunks: MissingChunks,
+    selection: dict[str, Any] | None = None,
+) -> tuple[Any, str, int, BlockReads | None] | None:
     """``arr`` read through a counting store when the stored values are what xarray gives
     (no scale/offset, no fill-value masking that changes values), else None. A chunk that
-    is not stored when it is read is an error unless ``missing_chunks`` is ``"fill"``."""
+    is not stored when it is read is an error unless ``missing_chunks`` is ``"fill"``.
+
+    With a ``selection`` (the input's ``isel``), also what it reads of the stored array
+    (:class:`~ddr.pipeline._counting.BlockReads`: the planned passes' unit); None: all."""
     import dask.array as da
     import zarr
 
     from ddr.io.zarr_chunks import from_zarr
-    from ddr.pipeline._counting import counted_getter, stored_bytes
+    from ddr.pipeline._counting import (
+        BlockReads,
+        block_nbytes,
+        blocks_selected,
+        counted_getter,
+        stored_bytes,
+        stored_objects,
+    )
     from ddr.stats._input import has_sparse_blocks
 
     if not isinstance(arr.data, da.Array) or not loc.is_zarr():
         return None
     if has_sparse_blocks(arr.data):
-        return _counted_csr(arr, loc, name, missing_chunks)
+        return _counted_csr(arr, loc, name, missing_chunks, selection)
     enc = arr.encoding
     if "scale_factor" in enc or "add_offset" in enc:
         return None
@@ -189,14 +213,22 @@ def _counted(
     dims_stored = _stored_dims(z, arr)
     if dims_stored is None:
         return None
-    data = from_zarr(
-        z,
-        chunks=_chunks_for(arr, dims_stored),
-        getitem=counted_getter,
-        missing_chunks=missing_chunks,
-    )
+    chunks = _chunks_for(arr, dims_stored)
+    data = from_zarr(z, chunks=chunks, getitem=counted_getter, missing_chunks=missing_chunks)
     counted = arr.transpose(*dims_stored).copy(data=data).transpose(*arr.dims)
-    return counted, root, stored_bytes(loc, name or "")
+    if selection is None:
+        return counted, root, stored_bytes(loc, name or ""), None
+    objects = list(stored_objects(loc, name or ""))  # one listing: the total and each block
+    total = sum(size for _, size in objects)
+    try:
+        nbytes = block_nbytes(objects, tuple(z.shards or z.chunks), chunks)
+        masks = [
+            blocks_selected(c, selection.get(d)) for d, c in zip(dims_stored, chunks, strict=True)
+        ]
+        reads = BlockReads(nbytes, functools.reduce(np.multiply.outer, masks), total)
+    except (ValueError, IndexError, TypeError):  # planned passes then count the whole array
+        reads = None
+    return counted, root, total, reads
 
 
 def _with_row_numbers(arr: Any, sdim: str, name: str) -> Any:
@@ -226,14 +258,20 @@ def _counting_store(loc: Location) -> tuple[Any, str]:
 
 
 def _counted_csr(
-    arr: Any, loc: Location, name: str | None, missing_chunks: MissingChunks
-) -> tuple[Any, str, int] | None:
+    arr: Any,
+    loc: Location,
+    name: str | None,
+    missing_chunks: MissingChunks,
+    selection: dict[str, Any] | None = None,
+) -> tuple[Any, str, int, BlockReads | None] | None:
     """A CSR group's row blocks (``ddr.io.csr``) read through a counting store, each block
-    task publishing its bytes (the ``data``, ``indices`` and ``indptr`` chunks it reads)."""
+    task publishing its bytes (the ``data``, ``indices`` and ``indptr`` chunks it reads).
+    What a ``selection`` of rows reads is counted by its blocks' rows (the stored values
+    of a row are not known before they are read)."""
     import zarr
 
     from ddr.io.csr import csr_blocks
-    from ddr.pipeline._counting import counted_call, stored_bytes
+    from ddr.pipeline._counting import BlockReads, blocks_selected, counted_call, stored_bytes
 
     try:
         store, root = _counting_store(loc)
@@ -246,7 +284,14 @@ def _counted_csr(
         return None
     if data.chunks != arr.data.chunks:
         return None
-    return arr.copy(data=data), root, stored_bytes(loc, name or "")
+    total = stored_bytes(loc, name or "")
+    reads = None
+    if selection is not None:
+        rows = data.chunks[0]
+        nbytes = np.asarray(rows, dtype=np.float64) * (total / max(sum(rows), 1))
+        mask = blocks_selected(rows, selection.get(str(arr.dims[0])))
+        reads = BlockReads(nbytes, mask, total)
+    return arr.copy(data=data), root, total, reads
 
 
 def _stored_dims(z: Any, arr: Any) -> tuple[str, ...] | None:

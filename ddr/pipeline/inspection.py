@@ -28,7 +28,8 @@ def inspect_output(path: str | Location) -> dict[str, Any]:
     -------
     dict
         ``path`` (secrets redacted), ``status`` (``complete``, ``incomplete``, ``missing``
-        or ``not-ddr``), ``kind`` (the output kind, unless ``missing`` or ``not-ddr``) and
+        or ``not-ddr``), ``reason`` (``missing`` at a URL: e.g. the bucket does not
+        exist), ``kind`` (the output kind, unless ``missing`` or ``not-ddr``) and
         what the kind shows: arrays, fingerprint, provenance, claim, ...; ``error`` when
         the output could not be read.
 
@@ -43,6 +44,12 @@ def inspect_output(path: str | Location) -> dict[str, Any]:
     info: dict[str, Any] = {"path": p.url if isinstance(path, Location) else redact(str(path))}
     if not p.exists() or p.is_empty_folder():  # an empty folder is nobody's output
         info["status"] = "missing"
+        if p.bucket is not None:  # why, as a run says it: the bucket does not exist, ...
+            from ddr.io.inputs import missing_message
+
+            why = missing_message(p, info["path"], "output")
+            if why == p.missing_bucket():
+                info["reason"] = why.removeprefix(f"{p.url}: ")
         return info
     kind, probe = kind_at(p)
     if kind is None:  # a file no kind wrote (any folder or store is the zarr kind's to read)

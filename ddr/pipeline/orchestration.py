@@ -46,6 +46,9 @@ __all__ = ["RunOutcome", "run", "run_pipeline", "run_plan"]
 
 logger = logging.getLogger(__name__)
 
+#: the scheduler a run with nothing to compute reports (it starts no cluster)
+NO_CLUSTER = "none (nothing to do: every output is complete)"
+
 #: how a run can end (:attr:`RunOutcome.status`)
 STATUSES = ("ok", "failed", "refused", "interrupted", "invalid")
 
@@ -326,9 +329,15 @@ def _run_on_cluster(
     summary: RunSummary | None = None
     status, error, exception = "ok", None, None
     closing = None
+    # every output complete with its fingerprint: nothing reads data, so no cluster starts
+    idle = config is not None and all(o.action == "skip" for o in plan.outputs)
+    if idle:
+        config = None
+        logger.info("nothing to do: every output is complete (same fingerprint); no cluster")
     try:
-        with _scheduler(config, clock) as where:
-            logger.info("running %s on %s", plan.pipeline.name, where)
+        with _scheduler(config, clock, idle=idle) as where:
+            if not idle:
+                logger.info("running %s on %s", plan.pipeline.name, where)
             try:
                 check_worker_memory(plan, active_client())  # before anything is read
                 summary = execute(
@@ -338,6 +347,7 @@ def _run_on_cluster(
                     report_at=_location(files, "performance_report"),
                     argv=argv,
                     clock=clock,
+                    scheduler=where if idle else None,
                 )
             except KeyboardInterrupt:
                 if config is not None:  # the cluster this run started closes mid-task
@@ -376,9 +386,16 @@ def _run_on_cluster(
 
 
 @contextlib.contextmanager
-def _scheduler(config: Any, clock: RunClock) -> Iterator[str]:
-    """Start the cluster of ``config`` for the block (None: use the active scheduler);
-    yields what it is, for the log."""
+def _scheduler(config: Any, clock: RunClock, *, idle: bool = False) -> Iterator[str]:
+    """Start the cluster of ``config`` for the block (None: use the active scheduler;
+    ``idle``: a run with nothing to compute, under dask's synchronous scheduler); yields
+    what it is, for the log."""
+    if idle:
+        import dask
+
+        with dask.config.set(scheduler="sync"):
+            yield NO_CLUSTER
+        return
     if config is None:
         yield describe_scheduler(active_client())
         return

@@ -64,6 +64,9 @@ class InputPlan:
     stored_bytes: int | None
     meta: ValueMeta
     location: Location  # where ``path`` points, with its storage_options
+    #: what its ``isel`` reads of the stored array (ddr.pipeline._counting.BlockReads:
+    #: stored bytes per block); None: the whole array
+    reads: Any = None
 
 
 @dataclass
@@ -153,18 +156,36 @@ class Plan:
 
     def passes(self) -> dict[str, str]:
         """Planned passes over each stored array: exact (``"5"``), or ``"2+"`` when a fit
-        that reads it decides its passes while it runs (EM until it converges)."""
+        that reads it decides its passes while it runs (EM until it converges).
+
+        The unit is the one the run measures (:class:`ddr.pipeline.RunSummary`): the
+        stored bytes read over the stored array's bytes. A read of rows 0:75000 of 100 000
+        is 0.75 of a pass (``"0.75"``), and a read of rows 75000: another 0.25: the two
+        add up to one pass, as the run measures them; inputs of one stored array read in
+        the same phase read each of its blocks once.
+        """
         out = {}
         for label, names in self.stored_arrays().items():
-            n = sum(max((p.reads.get(nm, 0) for nm in names), default=0) for p in self.phases)
+            n = sum(self._phase_passes(p, names) for p in self.phases)
             open_ended = any(
-                p.kind == "fit"
+                p.kind in ("fit", "batch")
                 and any(nm in p.reads for nm in names)
                 and any(self.steps[sid].passes is None for sid in p.steps)
                 for p in self.phases
             )
-            out[label] = f"{n}+" if open_ended else str(n)
+            out[label] = f"{_count(n)}+" if open_ended else _count(n)
         return out
+
+    def _phase_passes(self, phase: Phase, names: list[str]) -> float:
+        """Passes over one stored array (its inputs ``names``) that ``phase`` makes: the
+        k-th read of each input that is read at least k times, read together."""
+        from ddr.pipeline._counting import union_share
+
+        counts = {nm: phase.reads[nm] for nm in names if phase.reads.get(nm)}
+        return sum(
+            union_share([self.inputs[nm].reads for nm, c in counts.items() if c >= k])
+            for k in range(1, max(counts.values(), default=0) + 1)
+        )
 
     def ref_meta(self, ref: str) -> ValueMeta | None:
         head, tail = split_ref(ref)
@@ -174,6 +195,11 @@ class Plan:
         if step is None:
             return None
         return step.outputs.get(tail or step.op.primary) or ValueMeta("attribute")
+
+
+def _count(n: float) -> str:
+    """Passes as ``ddr plan`` prints them: ``5``, or ``0.75`` for parts of the array."""
+    return str(round(n)) if abs(n - round(n)) < 0.005 else f"{n:.2f}"
 
 
 # ---------------------------------------------------------------------- rendering
@@ -210,8 +236,10 @@ def format_plan(plan: Plan) -> str:
         where = _rel(inp.path) + (f" [{inp.spec.array}]" if inp.spec.array else "")
         nrow = len(inp.array.data.chunks[0]) if hasattr(inp.array.data, "chunks") else 1
         label = next(k for k, v in shared.items() if name in v)
+        part = inp.reads.share() if inp.reads is not None else 1.0
+        part_of = f" ({_count(part)} of the stored array)" if _count(part) != "1" else ""
         lines.append(
-            f"  {name}: {where} ({dims}) {inp.meta.dtype}, {nrow} row chunks; "
+            f"  {name}: {where} ({dims}) {inp.meta.dtype}, {nrow} row chunks{part_of}; "
             f"passes: {passes[label]}{' (shared: ' + label + ')' if label != name else ''}"
         )
     lines.append("steps:")
@@ -248,7 +276,9 @@ def _step_line(step: StepPlan) -> str:
     }[step.action]
     passes = ""
     if step.action == "run" and step.op.family in ("fit", "statistic"):
-        if step.one_pass:
+        if step.one_pass and step.passes is None:
+            passes = "  (one pass, then more if it needs them: decided at run time)"
+        elif step.one_pass:
             passes = "  (one pass)"
         elif step.passes:
             passes = f"  ({step.passes} passes)"

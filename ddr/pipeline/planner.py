@@ -311,7 +311,11 @@ class _Planner(OutputChecks, Scheduling):
                     ok = False
         if not ok:
             return
-        reads = frozenset().union(*(m.reads for m in metas.values() if m.kind == "array"))
+        # what the step's values read when computed: its arrays' inputs, and the training
+        # data a model that keeps it reads (an exact KDE's score_samples)
+        reads = frozenset().union(
+            *(m.reads for m in metas.values() if m.kind in ("array", "model"))
+        )
         if op.family == "load":
             model = self._load_meta(step)
             if model is not None:
@@ -438,6 +442,7 @@ class _Planner(OutputChecks, Scheduling):
             )
             return
         width = transformer.width(n, d) if transformer else None
+        keeps = get_ddr_tags(cls, **params).fit.keeps_data(n, d)
         model = ValueMeta(
             "model",
             cls=cls,
@@ -445,6 +450,7 @@ class _Planner(OutputChecks, Scheduling):
             n_features_in=d,
             n_out=width,
             dtype=X.dtype if X else None,
+            reads=reads if keeps else frozenset(),  # every use reads its training data
         )
         step.outputs = {"model": model}
         if op.method == "fit_transform":

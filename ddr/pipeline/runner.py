@@ -319,7 +319,10 @@ class _Runner(OutputWriter):
                 if phase.kind != "batch":
                     res.seconds = round(seconds, 3)
         for i in phase.outputs:
+            # a saved model that keeps lazy training data (an exact KDE) reads it to save it
+            before = self._counts()
             self._small_output(self.plan.outputs[i], index)
+            self.output_results[i].passes = self._passes(before, self._counts())
 
     def _lazy_step(self, sid: str, index: int) -> None:
         import ddr
@@ -499,6 +502,7 @@ def execute(
     report_at: Location | None = None,
     argv: list[str] | None = None,
     clock: RunClock | None = None,
+    scheduler: str | None = None,
 ) -> RunSummary:
     """Run ``plan``'s phases under the active dask scheduler and return its summary.
 
@@ -522,6 +526,8 @@ def execute(
         The command recorded in provenance and CF ``history`` (default ``sys.argv``).
     clock : RunClock, optional
         Collects the times of the run's parts (default: one started now).
+    scheduler : str, optional
+        What the summary says the run ran on (default: the active scheduler described).
 
     Returns
     -------
@@ -538,6 +544,8 @@ def execute(
         as ``ddr_summary``, and written.
     """
     runner = _Runner(plan, clock=clock or RunClock(), argv=argv, claims=claims)
+    if scheduler is not None:
+        runner.summary.scheduler = scheduler
     if runner.client is not None:
         link = dashboard_link(runner.client)
         if link:

@@ -50,6 +50,8 @@ class Scheduling:
             step = self.steps[head]
             if step.op.family == "fit" and head in saved and step.op.method == "fit":
                 step.action, step.load_from = "load", saved[head]
+                if "model" in step.outputs:  # loaded: its data are in memory, read from it
+                    step.outputs["model"].reads = frozenset()
                 return
             for r in step.refs.values():
                 need(r)
@@ -67,7 +69,9 @@ class Scheduling:
         for s in todo:
             if s.action == "run" and s.op.family in ("fit", "statistic"):
                 s.one_pass = self._is_one_pass(s)
-                s.passes = 1 if s.one_pass else self._fit_passes(s)
+                s.passes = self._fit_passes(s)
+                if s.one_pass and (s.passes is not None or not self._open_ended(s)):
+                    s.passes = 1  # else: one pass, then more if it needs them (EM, NaN)
         done: set[str] = {s.id for s in self.steps.values() if s.action == "skip"}
         phases: list[Phase] = []
         written: set[int] = set()
@@ -113,6 +117,8 @@ class Scheduling:
                 ):
                     phase.outputs.append(out.index)
                     written.add(out.index)
+                    for inp in self._model_reads(out):
+                        phase.reads[inp] = phase.reads.get(inp, 0) + 1
             phases.append(phase)
         rest = [o.index for o in self.outputs if o.action != "skip" and o.index not in written]
         if rest:
@@ -123,6 +129,9 @@ class Scheduling:
                     if meta is not None and meta.kind == "array":
                         for inp in meta.reads:
                             phase.reads[inp] = 1
+            for i in rest:  # after the streaming compute, drawn or saved on their own
+                for inp in self._model_reads(self.outputs[i]):
+                    phase.reads[inp] = phase.reads.get(inp, 0) + 1
             phases.append(phase)
         return phases
 
@@ -137,9 +146,20 @@ class Scheduling:
         out: set[str] = set()
         for ref in step.refs.values():
             meta = self._ref_meta(ref)
-            if meta is not None and meta.kind == "array":
+            if meta is not None and meta.kind in ("array", "model"):
                 out |= meta.reads
         return out
+
+    def _model_reads(self, out: OutputPlan) -> set[str]:
+        """The inputs an output reads on its own, through a whole model it is given that
+        keeps its training data (an exact KDE saved, or its density drawn): one pass each."""
+        found: set[str] = set()
+        for ref in out.refs.values():
+            head, tail = split_ref(ref)
+            meta = self._ref_meta(ref)
+            if head in self.steps and meta is not None and meta.kind == "model" and not tail:
+                found |= meta.reads
+        return found
 
     def _is_one_pass(self, step: StepPlan) -> bool | None:
         """Whether the fit is one pass of statistics, asked of the estimator on lazy stand-ins
@@ -170,6 +190,20 @@ class Scheduling:
             self.problem(("steps", step.id), f"{step.op.name}: {exc}")  # type: ignore[attr-defined]
             return None
         return plan is not None
+
+    def _open_ended(self, step: StepPlan) -> bool:
+        """Whether the estimator says its passes over an X of this shape are decided while
+        it fits (EM on data with missing values goes on after its first pass)."""
+        if step.op.family != "fit" or "X" not in step.refs:
+            return False
+        meta = self._ref_meta(step.refs["X"])
+        if meta is None or meta.shape is None or len(meta.shape) != 2 or None in meta.shape:
+            return False
+        try:
+            tags = get_ddr_tags(step.op.cls, **step.spec.with_)
+            return tags.fit.passes(int(meta.shape[0]), int(meta.shape[1])) is None
+        except Exception:
+            return False
 
     def _fit_passes(self, step: StepPlan) -> int | None:
         """The passes of a multi-pass fit over its X, when the estimator knows them from the

@@ -99,7 +99,7 @@ class OutputResult:
     path: str
     kind: str
     action: str  # "written", "skipped"
-    reason: str = ""
+    reason: str = ""  # what the planner found there before the run: "missing", ...
     phase: int | None = None
     seconds: float = 0.0
     passes: dict[str, float] = field(default_factory=dict)
@@ -245,9 +245,10 @@ class RunSummary:
                 )
         for o in self.outputs:
             passes = _fmt_passes(o.passes)
+            found = _found(o)
             lines.append(
                 f"  {o.action:<8} {o.kind:<7} {_rel(o.path)}  ({o.seconds:.2f} s"
-                f"{'; ' + passes if passes else ''}{'; ' + o.reason if o.reason else ''})"
+                f"{'; ' + passes if passes else ''}{'; ' + found if found else ''})"
             )
         if self.passes:
             planned = ", ".join(f"{k} {v}" for k, v in self.planned_passes.items())
@@ -272,6 +273,15 @@ def written_to(path: Any) -> Any:
 def _without_prefix(text: str, url: str) -> str:
     """An error message without the ``"<url>: "`` it starts with (the caller names it)."""
     return text[len(url) + 2 :] if text.startswith(f"{url}: ") else text
+
+
+def _found(o: OutputResult) -> str:
+    """What the run found at an output before it ran: an output it wrote ``was missing``
+    (``was complete but outdated: ...``); one it kept is ``complete, same fingerprint``
+    before and after."""
+    if not o.reason or o.action == "skipped":
+        return o.reason
+    return f"was {o.reason}"
 
 
 def _fmt_passes(passes: dict[str, float]) -> str:
