@@ -254,7 +254,8 @@ def test_demo_data_has_the_if_exists_choices_it_suggests(tmp_path):
     assert kept.exit_code == 0 and kept.output.startswith(f"kept {path}: complete")
     other = [*small, "--seed", "1", "--if-exists", "skip-if-complete"]  # another spec
     assert runner.invoke(app, ["demo-data", path, *other]).output.startswith(f"wrote {path}")
-    assert runner.invoke(app, ["demo-data", path, *small, "--if-exists", "overwrite"]).exit_code == 0
+    replaced = runner.invoke(app, ["demo-data", path, *small, "--if-exists", "overwrite"])
+    assert replaced.exit_code == 0, replaced.output
     bad = runner.invoke(app, ["demo-data", path, "--force", "--if-exists", "skip-if-complete"])
     assert bad.exit_code == 2 and "contradict" in bad.output
 
