@@ -41,4 +41,7 @@ EXPORTS: dict[str, str] = {
     "PLSA": "ddr.decomposition.plsa",
     "CCA": "ddr.cross_decomposition.cca",
     "PLSSVD": "ddr.cross_decomposition.pls",
+    # clustering and mixtures
+    "KMeans": "ddr.clustering.kmeans",
+    "GaussianMixture": "ddr.mixture.gaussian_mixture",
 }

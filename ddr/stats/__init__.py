@@ -19,10 +19,13 @@ from ddr.stats.class_sums import ClassSums
 from ddr.stats.engine import BlockRows, compute, compute_with_rows, lazy
 from ddr.stats.gram_product import GramProduct
 from ddr.stats.histogram import Histogram
+from ddr.stats.kmeans_sums import KMeansSums
+from ddr.stats.mixture_sums import GaussianMixtureSums
 from ddr.stats.moments import Moments
 from ddr.stats.pairwise_moments import PairwiseMoments
 from ddr.stats.plsa_sums import PLSASums
 from ddr.stats.ppca_sums import PPCASums
+from ddr.stats.row_sample import RowSample
 from ddr.stats.sketch import CentredProduct
 
 __all__ = [
@@ -33,12 +36,15 @@ __all__ = [
     "CheckData",
     "ClassMoments",
     "ClassSums",
+    "GaussianMixtureSums",
     "GramProduct",
     "Histogram",
+    "KMeansSums",
     "Moments",
     "PLSASums",
     "PPCASums",
     "PairwiseMoments",
+    "RowSample",
     "StatSpec",
     "Statistic",
     "compute",

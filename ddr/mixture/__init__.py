@@ -1,0 +1,1 @@
+"""Mixture models: Gaussian mixtures fitted by EM, one pass per iteration."""

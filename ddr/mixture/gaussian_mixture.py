@@ -1,0 +1,807 @@
+"""Gaussian mixtures fitted by EM on data larger than memory: one pass per iteration.
+
+The model and its parameters are scikit-learn's ``GaussianMixture``'s: mixing weights, means,
+and full, tied, diagonal or spherical covariances with ``reg_covar`` added to their
+diagonals; the precisions are kept as Cholesky factors. The fit is :func:`ddr.em.fit_em` with
+the E-step statistic :class:`ddr.stats.GaussianMixtureSums` (responsibility-weighted counts,
+means and centred scatters per component, merged with the Chan update, and the
+log-likelihood) and scikit-learn's M-step (:func:`m_step`), so that each iteration from the
+same parameters is scikit-learn's to round-off; SQUAREM accelerates it, in coordinates where
+every step stays a mixture (log-weights, means in units of the data's spread, and the
+log-diagonal and off-diagonal entries of each covariance's Cholesky factor), and never lets
+the log-likelihood fall.
+
+Starts (``init_params``), as scikit-learn's, on one pass or none beyond k-means:
+
+- ``"kmeans"``: :class:`ddr.KMeans` (one initialisation, the same seed), then one pass of
+  its labels' counts, means and scatters: the components start as its clusters;
+- ``"k-means++"``: k-means++ on a uniform sample of rows (one pass for the sample); each
+  component starts on one chosen row with covariance ``reg_covar`` (scikit-learn's
+  one-row responsibilities), so its first E-step is a nearest-row assignment;
+- ``"random_from_data"``: the same from ``n_components`` rows of the sample;
+- ``"random"``: random responsibilities of the sample's rows (scikit-learn draws them for
+  every row; a sample of uniform draws gives the same start up to sampling noise).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Hashable
+from numbers import Integral, Real
+from typing import Any, ClassVar
+
+import dask
+import numpy as np
+from scipy import linalg
+from scipy.special import logsumexp
+from sklearn.base import BaseEstimator, DensityMixin
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from ddr.base import FEATURE, DDRMixin, fit_context, map_rows
+from ddr.clustering.kmeans import default_init_size, draw_sample, initial_centres, lloyd
+from ddr.em import EMState, fit_em
+from ddr.families import LogLikelihoodScore
+from ddr.stats import GaussianMixtureSums
+from ddr.stats._input import Rows
+from ddr.stats.engine import aligned
+from ddr.stats.mixture_sums import COVARIANCE_TYPES, GaussianMixtureParams, weighted_log_prob
+from ddr.tags import DDRTags, unknown_passes
+
+__all__ = ["GaussianMixture", "MixtureShape", "m_step", "precision_cholesky"]
+
+logger = logging.getLogger(__name__)
+
+#: scikit-learn's floor on the components' weights: ``nk = sum_n r_nk + 10 eps``
+_EPS10 = 10 * np.finfo(np.float64).eps
+#: parameters larger than this go into a dask graph once, as their own key
+_DELAY_BYTES = 2**16
+_ILL_DEFINED = (
+    "Fitting the mixture model failed because some components have ill-defined empirical "
+    "covariance (for instance caused by singleton or collapsed samples). Try to decrease the "
+    "number of components, increase reg_covar, or scale the input data."
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class MixtureShape:
+    """The shape of a mixture's parameters: what memory estimates need of them.
+
+    Parameters
+    ----------
+    n_components : int
+    n_features : int
+    covariance_type : str
+    """
+
+    n_components: int
+    n_features: int
+    covariance_type: str
+
+
+# ------------------------------------------------------------------------- M-step
+def precision_cholesky(covariances: np.ndarray, covariance_type: str) -> np.ndarray:
+    """Cholesky factors of the precisions, scikit-learn's ``_compute_precision_cholesky``.
+
+    Parameters
+    ----------
+    covariances : ndarray
+        (k, d, d) full, (d, d) tied, (k, d) diag, (k,) spherical.
+    covariance_type : str
+
+    Returns
+    -------
+    ndarray
+        ``L^-T`` for ``L L^T = Sigma`` (full, tied); ``1 / sqrt(Sigma)`` (diag, spherical).
+
+    Raises
+    ------
+    ValueError
+        When a covariance is not positive definite (scikit-learn's message).
+    """
+    if covariance_type in ("full", "tied"):
+        covs = covariances if covariance_type == "full" else covariances[None]
+        out = np.empty_like(covs)
+        d = covs.shape[-1]
+        for k, cov in enumerate(covs):
+            try:
+                chol = linalg.cholesky(cov, lower=True)
+            except linalg.LinAlgError:
+                raise ValueError(_ILL_DEFINED) from None
+            out[k] = linalg.solve_triangular(chol, np.eye(d), lower=True).T
+        return out if covariance_type == "full" else out[0]
+    if np.any(np.less_equal(covariances, 0.0)):
+        raise ValueError(_ILL_DEFINED)
+    return 1.0 / np.sqrt(covariances)
+
+
+def m_step(
+    weight: np.ndarray,
+    mean: np.ndarray,
+    scatter: np.ndarray,
+    covariance_type: str,
+    reg_covar: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """scikit-learn's M-step from the merged sums: weights, means and covariances.
+
+    ``nk = sum_n r_nk + 10 eps``; weights ``nk / sum nk``; means ``sum_n r_nk x_n / nk``;
+    covariances the scatters over ``nk`` (tied: their sum over ``sum nk``; spherical: the
+    mean of the per-feature variances) plus ``reg_covar`` on the diagonal.
+
+    Parameters
+    ----------
+    weight : ndarray of shape (k,)
+    mean : ndarray of shape (k, d)
+    scatter : ndarray
+        As :class:`~ddr.stats.GaussianMixtureSums` holds it.
+    covariance_type : str
+    reg_covar : float
+
+    Returns
+    -------
+    weights, means, covariances : ndarray
+    """
+    nk = weight + _EPS10
+    means = (weight / nk)[:, None] * mean
+    d = mean.shape[1]
+    if covariance_type == "full":
+        covariances = scatter / nk[:, None, None]
+        covariances[:, np.arange(d), np.arange(d)] += reg_covar
+    elif covariance_type == "tied":
+        covariances = scatter[0] / nk.sum()
+        covariances.flat[:: d + 1] += reg_covar
+    else:
+        covariances = scatter / nk[:, None] + reg_covar
+        if covariance_type == "spherical":
+            covariances = covariances.mean(axis=1)
+    return nk / nk.sum(), means, covariances
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Model:
+    """EM's parameters: the E-step's (weights, means, precision factors) and the
+    covariances they came from."""
+
+    params: GaussianMixtureParams
+    covariances: np.ndarray
+
+
+def _model(
+    weights: np.ndarray, means: np.ndarray, covariances: np.ndarray, covariance_type: str
+) -> _Model:
+    prec = precision_cholesky(covariances, covariance_type)
+    return _Model(GaussianMixtureParams(weights, means, prec, covariance_type), covariances)
+
+
+class _EMProblem:
+    """A Gaussian mixture for :func:`ddr.em.fit_em`, with SQUAREM's coordinates."""
+
+    def __init__(self, covariance_type: str, reg_covar: float, lazy: bool, start: _Model) -> None:
+        self.ct = covariance_type
+        self.reg = reg_covar
+        self.lazy = lazy
+        # the mixture's marginal spread per feature: the unit of the means and covariances
+        p, cov = start.params, start.covariances
+        var = _diagonals(cov, self.ct, p.n_features)
+        centre = p.weights @ p.means / max(float(p.weights.sum()), np.finfo(float).tiny)
+        spread = p.weights @ (var + (p.means - centre) ** 2)
+        self.scale = np.sqrt(np.maximum(spread, np.finfo(float).tiny))
+
+    def statistic(self, model: _Model) -> Any:
+        params = model.params
+        nbytes = params.precisions_cholesky.nbytes + params.means.nbytes
+        if self.lazy and nbytes > _DELAY_BYTES:
+            return GaussianMixtureSums.spec(params=dask.delayed(params, pure=True))
+        return GaussianMixtureSums.spec(params=params)
+
+    def m_step(self, stat: GaussianMixtureSums, model: _Model) -> _Model:
+        weights, means, covs = m_step(stat.weight, stat.mean, stat.scatter, self.ct, self.reg)
+        return _model(weights, means, covs, self.ct)
+
+    # ------------------------------------------------------------- SQUAREM
+    def to_vector(self, model: _Model) -> np.ndarray:
+        p = model.params
+        parts = [np.log(p.weights), (p.means / self.scale).ravel()]
+        cov = model.covariances
+        s = self.scale
+        if self.ct in ("full", "tied"):
+            covs = cov if self.ct == "full" else cov[None]
+            low = np.tril_indices(s.shape[0], -1)
+            for c in covs:
+                L = np.linalg.cholesky(c / np.outer(s, s))
+                parts += [np.log(np.diagonal(L)), L[low]]
+        elif self.ct == "diag":
+            parts.append(0.5 * np.log(cov / s**2).ravel())
+        else:
+            parts.append(0.5 * np.log(cov / np.mean(s**2)))
+        return np.concatenate(parts)
+
+    def from_vector(self, vector: np.ndarray, model: _Model) -> _Model | None:
+        p = model.params
+        k, d = p.means.shape
+        if not np.isfinite(vector).all():
+            return None
+        logw = vector[:k]
+        weights = np.exp(logw - logsumexp(logw))
+        means = vector[k : k + k * d].reshape(k, d) * self.scale
+        rest = vector[k + k * d :]
+        s = self.scale
+        if self.ct in ("full", "tied"):
+            n_cov = k if self.ct == "full" else 1
+            low = np.tril_indices(d, -1)
+            size = d + low[0].shape[0]
+            covs = np.empty((n_cov, d, d))
+            for j in range(n_cov):
+                part = rest[j * size : (j + 1) * size]
+                L = np.diag(np.exp(part[:d]))
+                L[low] = part[d:]
+                covs[j] = (L @ L.T) * np.outer(s, s)
+            smallest = min(float(np.linalg.eigvalsh(c)[0]) for c in covs)
+            cov: np.ndarray = covs if self.ct == "full" else covs[0]
+        elif self.ct == "diag":
+            cov = np.exp(2.0 * rest.reshape(k, d)) * s**2
+            smallest = float(cov.min())
+        else:
+            cov = np.exp(2.0 * rest) * np.mean(s**2)
+            smallest = float(cov.min())
+        if not smallest >= self.reg or not np.isfinite(cov).all():
+            return None  # below what any M-step gives: not a point EM could reach
+        try:
+            return _model(weights, means, cov, self.ct)
+        except ValueError:
+            return None
+
+
+def _weighted_sums(
+    X: np.ndarray, resp: np.ndarray, covariance_type: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Weights, weighted means and weighted scatters of in-memory rows (as
+    :class:`~ddr.stats.GaussianMixtureSums` holds them) for given responsibilities."""
+    weight = resp.sum(axis=0)
+    mean = (resp.T @ X) / np.maximum(weight, np.finfo(float).tiny)[:, None]
+    k, d = mean.shape
+    if covariance_type in ("full", "tied"):
+        scatter = np.empty((k, d, d))
+        for j in range(k):
+            Y = X - mean[j]
+            scatter[j] = (Y * resp[:, j : j + 1]).T @ Y
+        if covariance_type == "tied":
+            scatter = scatter.sum(axis=0)[None]
+    else:
+        scatter = np.stack([resp[:, j] @ (X - mean[j]) ** 2 for j in range(k)])
+    return weight, mean, scatter
+
+
+def _diagonals(cov: np.ndarray, covariance_type: str, d: int) -> np.ndarray:
+    """Each component's variances, shape (k, d) (tied: one row)."""
+    if covariance_type == "full":
+        return np.diagonal(cov, axis1=1, axis2=2)
+    if covariance_type == "tied":
+        return np.diagonal(cov)[None]
+    if covariance_type == "diag":
+        return cov
+    return np.repeat(cov[:, None], d, axis=1)
+
+
+def _precisions(prec_chol: np.ndarray, covariance_type: str) -> np.ndarray:
+    if covariance_type == "full":
+        return np.matmul(prec_chol, np.swapaxes(prec_chol, 1, 2))
+    if covariance_type == "tied":
+        return prec_chol @ prec_chol.T
+    return prec_chol**2
+
+
+def _covariances_of(precisions: np.ndarray, covariance_type: str) -> np.ndarray:
+    if covariance_type == "full":
+        return np.stack([linalg.inv(p) for p in precisions])
+    if covariance_type == "tied":
+        return linalg.inv(precisions)
+    return 1.0 / precisions
+
+
+def _prec_chol_of(precisions: np.ndarray, covariance_type: str) -> np.ndarray:
+    """scikit-learn's ``_compute_precision_cholesky_from_precisions``."""
+    if covariance_type == "full":
+        return np.stack([linalg.cholesky(p, lower=True) for p in precisions])
+    if covariance_type == "tied":
+        return linalg.cholesky(precisions, lower=True)
+    return np.sqrt(precisions)
+
+
+# ---------------------------------------------------------------- blockwise maps
+def _proba_block(X: np.ndarray, params: GaussianMixtureParams) -> np.ndarray:
+    """Responsibilities ``p(component | x)`` of a block's rows."""
+    X, params = aligned((X, params))
+    wlp = weighted_log_prob(X, params)
+    return np.exp(wlp - logsumexp(wlp, axis=1)[:, None])
+
+
+def _predict_block(X: np.ndarray, params: GaussianMixtureParams) -> np.ndarray:
+    """The most probable component of a block's rows."""
+    X, params = aligned((X, params))
+    return np.argmax(weighted_log_prob(X, params), axis=1)
+
+
+def _score_block(X: np.ndarray, params: GaussianMixtureParams) -> np.ndarray:
+    """``log p(x)`` of a block's rows."""
+    X, params = aligned((X, params))
+    return logsumexp(weighted_log_prob(X, params), axis=1)
+
+
+# ----------------------------------------------------------------------- estimator
+class GaussianMixture(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator):
+    """A Gaussian mixture fitted by EM on data larger than memory, one pass per iteration.
+
+    Parameters
+    ----------
+    n_components : int, default=1
+        Mixture components (at most ``n_samples``).
+    covariance_type : {"full", "tied", "diag", "spherical"}, default="full"
+        Each component's own full covariance, one shared full covariance, a diagonal one
+        each, or one variance each.
+    tol : float, default=1e-6
+        The stopping rule of :mod:`ddr.em`: EM stops when the log-likelihood's last gain
+        and its estimated gain still to come are both below ``tol`` times its magnitude
+        (scikit-learn's ``tol=1e-3`` bounds the last gain of the mean log-likelihood per
+        row, which stops slow EM far from the optimum).
+    reg_covar : float, default=1e-6
+        Added to the diagonal of every covariance.
+    max_iter : int, default=100
+        EM iterations (passes) per initialisation.
+    n_init : int, default=1
+        Initialisations; the fit with the highest log-likelihood is kept.
+    init_params : {"kmeans", "k-means++", "random", "random_from_data"}, default="kmeans"
+        The start (see :mod:`ddr.mixture.gaussian_mixture`): k-means' clusters (its passes
+        and one more), k-means++ rows of a sample, rows of a sample, or random
+        responsibilities of a sample's rows (one pass for the sample).
+    weights_init : array-like of shape (n_components,), default=None
+    means_init : array-like of shape (n_components, n_features), default=None
+    precisions_init : array-like, default=None
+        The inverse covariances: (k, d, d) full, (d, d) tied, (k, d) diag, (k,) spherical.
+        Given all three, the fit starts from them with no pass; given some, the others
+        come from ``init_params`` (as in scikit-learn).
+    random_state : int, RandomState or None, default=None
+        Seeds the start.
+    warm_start : bool, default=False
+        When fitted already, start from the fitted parameters (one initialisation).
+
+    Attributes
+    ----------
+    weights_ : ndarray of shape (n_components,)
+    means_ : ndarray of shape (n_components, n_features)
+    covariances_ : ndarray
+        (k, d, d) full, (d, d) tied, (k, d) diag, (k,) spherical.
+    precisions_ : ndarray
+        Their inverses.
+    precisions_cholesky_ : ndarray
+        Cholesky factors of the precisions (scikit-learn's convention).
+    converged_ : bool
+    n_iter_ : int
+        EM iterations of the kept initialisation.
+    lower_bound_ : float
+        Mean log-likelihood per row of the kept fit at the last parameters its E-step used
+        (scikit-learn's meaning).
+    lower_bounds_ : ndarray of shape (n_iter_,)
+        The same at each iteration (never decreasing).
+    n_passes_ : int
+        Passes over X in the fit (the start's and every initialisation's iterations).
+    n_features_in_ : int
+
+    Notes
+    -----
+    From the same weights, means and precisions each EM iteration is scikit-learn's (its
+    E-step and M-step, to round-off); SQUAREM then takes fewer iterations to the optimum
+    and the stopping rule does not stop slow EM early, so the final log-likelihood is at
+    least scikit-learn's from the same start. Rows and means are moved by the components'
+    weighted mean before they are multiplied, so data far from the origin keep their
+    digits. ``predict``, ``predict_proba`` and ``score_samples`` are blockwise (lazy for
+    dask input); ``score``, ``bic`` and ``aic`` read X once. Missing values are not
+    supported.
+    """
+
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "covariance_type": [StrOptions(set(COVARIANCE_TYPES))],
+        "tol": [Interval(Real, 0.0, None, closed="left")],
+        "reg_covar": [Interval(Real, 0.0, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "init_params": [StrOptions({"kmeans", "k-means++", "random", "random_from_data"})],
+        "weights_init": ["array-like", None],
+        "means_init": ["array-like", None],
+        "precisions_init": ["array-like", None],
+        "random_state": ["random_state"],
+        "warm_start": ["boolean"],
+    }
+
+    def __init__(
+        self,
+        n_components: int = 1,
+        *,
+        covariance_type: str = "full",
+        tol: float = 1e-6,
+        reg_covar: float = 1e-6,
+        max_iter: int = 100,
+        n_init: int = 1,
+        init_params: str = "kmeans",
+        weights_init: Any = None,
+        means_init: Any = None,
+        precisions_init: Any = None,
+        random_state: Any = None,
+        warm_start: bool = False,
+    ) -> None:
+        self.n_components = n_components
+        self.covariance_type = covariance_type
+        self.tol = tol
+        self.reg_covar = reg_covar
+        self.max_iter = max_iter
+        self.n_init = n_init
+        self.init_params = init_params
+        self.weights_init = weights_init
+        self.means_init = means_init
+        self.precisions_init = precisions_init
+        self.random_state = random_state
+        self.warm_start = warm_start
+
+    def __ddr_tags__(self) -> DDRTags:
+        tags = super().__ddr_tags__()
+        tags.fit.passes = unknown_passes  # EM runs until it converges
+        tags.fit.statistics = self._widest_pass
+        tags.translation_invariant = "predict_proba"
+        tags.loglik_attribute = "lower_bounds_"
+        tags.xarray_dims = {"means_": ("component", FEATURE), "weights_": ("component",)}
+        tags.checks.params = {"n_components": 2, "random_state": 0}
+        return tags
+
+    def _widest_pass(self, n_features: int) -> list[tuple[Any, int]]:
+        k = int(self.n_components) if isinstance(self.n_components, Integral) else 1
+        shape = MixtureShape(k, n_features, str(self.covariance_type))
+        return [(GaussianMixtureSums.spec(params=shape), n_features)]
+
+    # ------------------------------------------------------------------ the start
+    def _check_inits(self, d: int) -> tuple[Any, Any, Any]:
+        k = int(self.n_components)
+        ct = self.covariance_type
+        weights = means = precisions = None
+        if self.weights_init is not None:
+            weights = np.asarray(self.weights_init, dtype=np.float64)
+            if weights.shape != (k,):
+                raise ValueError(
+                    f"The parameter 'weights' should have the shape of ({k},), but got "
+                    f"{weights.shape}"
+                )
+            if np.any(weights < 0) or np.any(weights > 1) or not np.isfinite(weights).all():
+                raise ValueError(
+                    "The parameter 'weights' should be in the range [0, 1], but got max value "
+                    f"{np.max(weights):.5f}, min value {np.min(weights):.5f}"
+                )
+            if not np.allclose(np.abs(1.0 - np.sum(weights)), 0.0):
+                raise ValueError(
+                    f"The parameter 'weights' should be normalized, but got sum(weights) = "
+                    f"{np.sum(weights):.5f}"
+                )
+        if self.means_init is not None:
+            means = np.asarray(self.means_init, dtype=np.float64)
+            if means.shape != (k, d):
+                raise ValueError(
+                    f"The parameter 'means' should have the shape of ({k}, {d}), but got "
+                    f"{means.shape}"
+                )
+            if not np.isfinite(means).all():
+                raise ValueError("The parameter 'means' contains NaN or infinity")
+        if self.precisions_init is not None:
+            precisions = np.asarray(self.precisions_init, dtype=np.float64)
+            want = {"full": (k, d, d), "tied": (d, d), "diag": (k, d), "spherical": (k,)}[ct]
+            if precisions.shape != want:
+                raise ValueError(
+                    f"The parameter '{ct} precision' should have the shape of {want}, but got "
+                    f"{precisions.shape}"
+                )
+            if ct in ("full", "tied"):
+                for p in precisions if ct == "full" else precisions[None]:
+                    if not (np.allclose(p, p.T) and np.linalg.eigvalsh(p)[0] > 0.0):
+                        raise ValueError(f"'{ct} precision' should be symmetric, positive-definite")
+            elif np.any(np.less_equal(precisions, 0.0)):
+                raise ValueError(f"'{ct} precision' should be positive")
+        return weights, means, precisions
+
+    def _start(
+        self, rows: Rows, rng: np.random.RandomState, sample: Any, inits: tuple[Any, Any, Any]
+    ) -> tuple[_Model, int]:
+        """The start of one initialisation, and the passes it read."""
+        weights, means, precisions = inits
+        ct = self.covariance_type
+        passes = 0
+        if weights is not None and means is not None and precisions is not None:
+            w0, m0, cov0 = weights, means, _covariances_of(precisions, ct)
+        else:
+            w0, m0, cov0, passes = self._from_init_params(rows, rng, sample)
+            w0 = w0 if weights is None else weights
+            m0 = m0 if means is None else means
+            cov0 = cov0 if precisions is None else _covariances_of(precisions, ct)
+        if precisions is None:
+            prec = precision_cholesky(cov0, ct)
+        else:
+            prec = _prec_chol_of(precisions, ct)
+        return _Model(GaussianMixtureParams(w0, m0, prec, ct), cov0), passes
+
+    def _from_init_params(
+        self, rows: Rows, rng: np.random.RandomState, sample: Any
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """Weights, means and covariances from ``init_params`` (scikit-learn's
+        ``_initialize`` of its responsibilities), and the passes that read."""
+        ct = self.covariance_type
+        k = int(self.n_components)
+        n, d = rows.shape
+        rows_ = sample.rows
+        if self.init_params == "kmeans":
+            centres = initial_centres(rows_, k, "k-means++", rng)
+            run = lloyd(
+                rows.data,
+                centres,
+                tol=1e-4,
+                max_iter=300,
+                lazy=rows.is_lazy,
+                what="GaussianMixture (start: KMeans, Lloyd)",
+                owner="GaussianMixture (its k-means start)",
+                scatter="full" if ct in ("full", "tied") else "diag",
+                stacklevel=4,
+            )
+            stat = run.stat
+            scatter = stat.scatter.sum(axis=0)[None] if ct == "tied" else stat.scatter
+            _, m, cov = m_step(stat.counts, stat.means, scatter, ct, self.reg_covar)
+            return (stat.counts + _EPS10) / n, m, cov, run.passes
+        if self.init_params == "random":
+            resp = rng.uniform(size=(rows_.shape[0], k))
+            resp /= resp.sum(axis=1, keepdims=True)
+            weight, mean, scatter = _weighted_sums(rows_, resp, ct)
+            _, m, cov = m_step(weight, mean, scatter, ct, self.reg_covar)
+            return (weight + _EPS10) / rows_.shape[0], m, cov, 0
+        if self.init_params == "k-means++":
+            from sklearn.cluster import kmeans_plusplus
+
+            centre = rows_.mean(axis=0)
+            _, idx = kmeans_plusplus(rows_ - centre, k, random_state=rng)
+        else:  # random_from_data
+            idx = rng.choice(rows_.shape[0], size=k, replace=False)
+        # one row per component: scikit-learn's one-hot responsibilities of those rows
+        zero = {"full": np.zeros((k, d, d)), "tied": np.zeros((1, d, d))}.get(ct, np.zeros((k, d)))
+        _, m, cov = m_step(np.ones(k), rows_[idx], zero, ct, self.reg_covar)
+        return np.full(k, (1.0 + _EPS10) / n), m, cov, 0
+
+    # --------------------------------------------------------------------------- fit
+    @fit_context
+    def fit(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> Any:
+        """Fit the mixture by EM: ``n_init`` starts of at most ``max_iter`` passes each.
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        y : ignored
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
+        Returns
+        -------
+        self
+        """
+        warm = self.warm_start and hasattr(self, "precisions_cholesky_")
+        rows = self._rows(X, reset=not warm, sample_dim=sample_dim)
+        n, d = rows.shape
+        k = int(self.n_components)
+        if n < 2:
+            raise ValueError(
+                f"Expected n_samples >= 2 but got n_samples = {n} (a mixture needs at least 2 "
+                "samples)"
+            )
+        if n < k:
+            raise ValueError(
+                f"Expected n_samples >= n_components but got n_components = {k}, n_samples = {n}"
+            )
+        inits = self._check_inits(d)
+        rng = check_random_state(self.random_state)
+        passes = 0
+        sample = None
+        if not (warm or all(v is not None for v in inits)):  # a sample for every start
+            size = default_init_size(n, k)
+            sample = draw_sample(rows, size, int(rng.randint(2**31 - 1)))
+            passes += 1
+        n_init = 1 if warm else int(self.n_init)
+        best: EMState | None = None
+        for i in range(n_init):
+            if warm:
+                start = self._fitted_model()
+            else:
+                start, used = self._start(rows, rng, sample, inits)
+                passes += used
+            problem = _EMProblem(self.covariance_type, float(self.reg_covar), rows.is_lazy, start)
+            state = fit_em(
+                rows.data,
+                problem,
+                EMState(start),
+                tol=float(self.tol),
+                max_iter=int(self.max_iter),
+                logger=logger,
+                what=f"GaussianMixture (EM, init {i + 1}/{n_init})",
+                owner="GaussianMixture",
+                stacklevel=2,
+            )
+            passes += state.n_iter
+            if best is None or state.loglik[-1] > best.loglik[-1]:
+                best = state
+        assert best is not None
+        model: _Model = best.params
+        p = model.params
+        self.weights_ = p.weights
+        self.means_ = p.means
+        self.covariances_ = model.covariances
+        self.precisions_cholesky_ = p.precisions_cholesky
+        self.precisions_ = _precisions(p.precisions_cholesky, self.covariance_type)
+        self.converged_ = bool(best.converged)
+        self.n_iter_ = int(best.n_iter)
+        self.lower_bounds_ = np.asarray(best.loglik, dtype=np.float64) / n
+        self.lower_bound_ = float(self.lower_bounds_[-1])
+        self.n_passes_ = passes
+        return self
+
+    def fit_predict(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> Any:
+        """Fit, then the most probable component of each training row.
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        y : ignored
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
+        Returns
+        -------
+        labels : same kind as X, shape (n_samples,)
+        """
+        return self.fit(X, sample_dim=sample_dim).predict(X, sample_dim=sample_dim)
+
+    # ----------------------------------------------------------------------- apply
+    def _params(self) -> GaussianMixtureParams:
+        check_is_fitted(self)
+        return GaussianMixtureParams(
+            self.weights_, self.means_, self.precisions_cholesky_, self.covariance_type
+        )
+
+    def _fitted_model(self) -> _Model:
+        return _Model(self._params(), np.asarray(self.covariances_))
+
+    def _map(self, X: Any, sample_dim: Hashable | None, fn: Any, method: str, **kw: Any) -> Any:
+        rows = self._rows(X, reset=False, sample_dim=sample_dim)
+        return map_rows(
+            rows, fn, args=(self._params(), ), name=f"gmm-{method.replace('_', '-')}",
+            method=f"GaussianMixture.{method}", **kw,
+        )  # fmt: skip
+
+    def predict(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
+        """The most probable component of each row (blockwise, lazy for dask input).
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
+        Returns
+        -------
+        labels : same kind as X, shape (n_samples,)
+        """
+        return self._map(X, sample_dim, _predict_block, "predict", n_out=None, dtype=np.int64)
+
+    def predict_proba(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
+        """Each component's posterior probability for each row (blockwise).
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
+        Returns
+        -------
+        proba : same kind as X, shape (n_samples, n_components)
+            A DataArray has a ``component`` dim.
+        """
+        k = int(self.means_.shape[0]) if hasattr(self, "means_") else None
+        return self._map(
+            X, sample_dim, _proba_block, "predict_proba", n_out=k, dtype=np.float64,
+            new_dim="component", new_coords=None if k is None else list(range(k)),
+        )  # fmt: skip
+
+    def score_samples(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
+        """Log-density ``log p(x)`` of each row (blockwise).
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
+        Returns
+        -------
+        log_density : same kind as X, shape (n_samples,)
+        """
+        return self._map(X, sample_dim, _score_block, "score_samples", n_out=None, dtype=np.float64)
+
+    def _n_parameters(self) -> int:
+        """Free parameters of the model (scikit-learn's count)."""
+        k, d = self.means_.shape
+        ct = self.covariance_type
+        cov = {"full": k * d * (d + 1) / 2.0, "diag": k * d, "tied": d * (d + 1) / 2.0}.get(
+            ct, float(k)
+        )
+        return int(cov + k * d + k - 1)
+
+    def bic(self, X: Any, *, sample_dim: Hashable | None = None) -> float:
+        """Bayesian information criterion ``-2 log L + p log n`` on X (lower is better).
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
+        Returns
+        -------
+        float
+        """
+        total, n = self._total_log_likelihood(X, sample_dim)
+        return -2.0 * total + self._n_parameters() * np.log(n)
+
+    def aic(self, X: Any, *, sample_dim: Hashable | None = None) -> float:
+        """Akaike information criterion ``-2 log L + 2 p`` on X (lower is better).
+
+        Parameters
+        ----------
+        X : array-like, dask array or DataArray of shape (n_samples, n_features)
+        sample_dim : hashable, optional
+            The sample dim of a DataArray X (default: its first dim).
+
+        Returns
+        -------
+        float
+        """
+        total, _ = self._total_log_likelihood(X, sample_dim)
+        return -2.0 * total + 2.0 * self._n_parameters()
+
+    def sample(self, n_samples: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """Draw rows from the fitted mixture (in memory), as scikit-learn does.
+
+        Parameters
+        ----------
+        n_samples : int, default 1
+
+        Returns
+        -------
+        X : ndarray of shape (n_samples, n_features)
+        y : ndarray of shape (n_samples,)
+            The component of each row.
+        """
+        check_is_fitted(self)
+        if isinstance(n_samples, bool) or not isinstance(n_samples, Integral) or n_samples < 1:
+            raise ValueError(
+                f"Invalid value for 'n_samples': {n_samples!r}. The sampling requires at "
+                "least one sample."
+            )
+        rng = check_random_state(self.random_state)
+        counts = rng.multinomial(n_samples, self.weights_)
+        ct = self.covariance_type
+        parts = []
+        for j, (mean, c) in enumerate(zip(self.means_, counts, strict=True)):
+            if ct == "full":
+                cov = self.covariances_[j]
+            elif ct == "tied":
+                cov = self.covariances_
+            elif ct == "diag":
+                cov = np.diag(self.covariances_[j])
+            else:
+                cov = self.covariances_[j] * np.eye(mean.shape[0])
+            parts.append(rng.multivariate_normal(mean, cov, c))
+        labels = np.repeat(np.arange(len(counts)), counts)
+        return np.vstack(parts), labels
