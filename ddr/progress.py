@@ -17,17 +17,33 @@ attribute, so a handler can draw a bar from it without parsing the message::
 
 With Python's default logging configuration (no handler on ``ddr``), nothing is shown
 below ``WARNING``: ``logging.basicConfig(level=logging.INFO)`` shows the lines.
+
+In a Jupyter kernel (Jupyter, JupyterLab, VS Code, Colab: :func:`in_notebook`), each job
+also shows a progress bar in the output of the running cell, updated in place at each pass
+(:class:`NotebookBar`: an HTML ``<progress>`` through IPython's display handles, so it needs
+no widget extension and no package beyond the kernel's own);
+:func:`set_notebook_progress` turns the bars off.
 """
 
 from __future__ import annotations
 
 import contextlib
+import html
 import logging
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["PROGRESS_ATTR", "Passes", "Progress"]
+__all__ = [
+    "PROGRESS_ATTR",
+    "NotebookBar",
+    "Passes",
+    "Progress",
+    "in_notebook",
+    "set_notebook_progress",
+]
 
 #: the attribute of a :class:`logging.LogRecord` that holds its :class:`Progress`
 PROGRESS_ATTR = "ddr_progress"
@@ -79,6 +95,7 @@ class Passes:
         self.done = 0
         self._started = time.perf_counter()
         self._step_started = self._started
+        self._bar: NotebookBar | None = None  # in a Jupyter kernel: this job's bar
 
     def start(self, message: str) -> None:
         """Say what starts (e.g. ``"4 passes over X"``): a record with 0 passes done."""
@@ -116,3 +133,107 @@ class Passes:
     def _log(self, message: str, *, finished: bool) -> None:
         progress = Progress(self.what, self.done, self.total, self.unit, finished)
         self.logger.info(message, extra={PROGRESS_ATTR: progress})
+        if _NOTEBOOK["enabled"] and in_notebook():
+            if self._bar is None:
+                self._bar = NotebookBar()
+            self._bar.show(progress, message, time.perf_counter() - self._started)
+
+
+# ------------------------------------------------------------------- notebooks
+_NOTEBOOK = {"enabled": True}
+
+
+def set_notebook_progress(enabled: bool) -> None:
+    """Show a progress bar per job in a Jupyter kernel (``True``, the default) or not.
+
+    Parameters
+    ----------
+    enabled : bool
+        False: in a notebook too, progress is only logged.
+    """
+    _NOTEBOOK["enabled"] = bool(enabled)
+
+
+def in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel, where a cell's output can show HTML.
+
+    True when IPython is imported (never imported here) and its shell is a kernel's
+    (``ZMQInteractiveShell`` or a subclass: Jupyter, JupyterLab, VS Code, Colab, an
+    in-process kernel); False in a terminal IPython, a script, a dask worker.
+
+    Returns
+    -------
+    bool
+    """
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return False
+    try:
+        shell = ipython.get_ipython()
+    except Exception:  # a half-imported or broken IPython: no notebook to draw in
+        return False
+    return shell is not None and any(
+        cls.__name__ == "ZMQInteractiveShell" for cls in type(shell).__mro__
+    )
+
+
+class NotebookBar:
+    """One job's progress in a notebook cell's output: an HTML ``<progress>`` bar with the
+    job's last message, shown once and updated in place (an IPython display handle).
+
+    Display failures (no frontend, an old IPython) turn the bar off; they never fail the
+    work it reports.
+    """
+
+    def __init__(self) -> None:
+        self._handle: Any = None
+        self._failed = False
+
+    def show(self, progress: Progress, message: str, seconds: float) -> None:
+        """Show (first call) or update the bar: ``progress`` and ``message`` now."""
+        if self._failed:
+            return
+        bundle = {"text/html": bar_html(progress, message, seconds), "text/plain": message}
+        try:
+            from IPython.display import display
+
+            if self._handle is None:
+                self._handle = display(bundle, raw=True, display_id=True)
+            else:
+                self._handle.update(bundle, raw=True)
+        except Exception:
+            self._failed = True
+
+
+def bar_html(progress: Progress, message: str, seconds: float) -> str:
+    """The HTML of a notebook bar: the ``<progress>`` element (indeterminate while the total
+    is unknown), the units done and the job's last message.
+
+    Parameters
+    ----------
+    progress : Progress
+        Where the job stands.
+    message : str
+        Its last record's message.
+    seconds : float
+        Time since the job started.
+
+    Returns
+    -------
+    str
+    """
+    p = progress
+    if p.finished:
+        value = ' value="1" max="1"'
+    elif p.total:
+        value = f' value="{p.done}" max="{p.total}"'
+    else:
+        value = ""  # indeterminate: EM until it converges
+    of = f" of {p.total}" if p.total else ""
+    state = "done" if p.finished else f"{p.unit} {min(p.done + 1, p.total or p.done + 1)}{of}"
+    return (
+        '<div class="ddr-progress" style="font-family: monospace; margin: 2px 0">'
+        f'<progress{value} style="width: 16em; vertical-align: middle"></progress> '
+        f"<b>{html.escape(p.what)}</b>: {html.escape(state)}, {seconds:.1f} s"
+        f'<div style="color: #666">{html.escape(message)}</div></div>'
+    )

@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import logging
 import re
+import sys
+import types
 
 import dask
 import dask.array as da
@@ -233,3 +235,119 @@ def test_workers_keep_quiet_about_a_failed_task_but_not_the_rest():
     assert _not_an_echo(record("distributed.worker", "Worker is at 85% memory usage"))
     other = "Async instruction for %s ended with ValueError"
     assert _not_an_echo(record("distributed.worker.state_machine", other, "<Task>"))
+
+
+# ---------------------------------------------------------------- notebooks (issue 28)
+class _Handle:
+    def __init__(self, shown: list) -> None:
+        self.shown = shown
+
+    def update(self, bundle, raw=False):
+        self.shown.append(("update", bundle["text/html"]))
+
+
+def fake_kernel(monkeypatch, shell_class: str) -> list:
+    """IPython as a kernel makes it look: ``get_ipython()`` a shell of ``shell_class`` (by
+    name, as in_notebook asks), ``IPython.display.display`` recording what it shows."""
+    shown: list = []
+    shell = type(shell_class, (), {})()
+    ipython = types.ModuleType("IPython")
+    ipython.get_ipython = lambda: shell
+    display = types.ModuleType("IPython.display")
+
+    def show(bundle, raw=False, display_id=None):
+        assert raw and display_id is True
+        shown.append(("display", bundle["text/html"]))
+        return _Handle(shown)
+
+    display.display = show
+    ipython.display = display
+    monkeypatch.setitem(sys.modules, "IPython", ipython)
+    monkeypatch.setitem(sys.modules, "IPython.display", display)
+    return shown
+
+
+def test_notebook_detection_asks_the_kernel_shell(monkeypatch):
+    from ddr.progress import in_notebook
+
+    monkeypatch.delitem(sys.modules, "IPython", raising=False)
+    assert not in_notebook()  # IPython never imported: a script, a worker
+    fake_kernel(monkeypatch, "TerminalInteractiveShell")
+    assert not in_notebook()  # terminal IPython: the lines are the progress
+    fake_kernel(monkeypatch, "ZMQInteractiveShell")
+    assert in_notebook()
+    # a subclass (an in-process kernel's shell, Colab's): still a kernel
+    kernel_shell = type(sys.modules["IPython"].get_ipython())
+    sub = type("InProcessInteractiveShell", (kernel_shell,), {})()
+    monkeypatch.setattr(sys.modules["IPython"], "get_ipython", lambda: sub)
+    assert in_notebook()
+
+
+def test_a_notebook_gets_one_bar_per_job_updated_at_each_pass(monkeypatch, wide):
+    from ddr.progress import set_notebook_progress
+
+    shown = fake_kernel(monkeypatch, "ZMQInteractiveShell")
+    with dask.config.set(scheduler="sync"):
+        ddr.PCA(n_components=4, svd_solver="randomized", iterated_power=3).fit(wide)
+    kinds = [k for k, _ in shown]
+    assert kinds == ["display", "update", "update", "update", "update"]  # one bar
+    values = [re.search(r"<progress( value=\"\d+\" max=\"\d+\")?", h).group(0) for _, h in shown]
+    assert values == [f'<progress value="{i}" max="4"' for i in range(4)] + [
+        '<progress value="1" max="1"'
+    ]
+    assert "pass 2 of 4" in shown[1][1] and "done" in shown[-1][1]
+    assert "PCA (randomized solver): pass 4 of 4" in shown[-1][1]
+    # EM: the total is not known, the bar is indeterminate until it converges
+    shown.clear()
+    ddr.PPCA(n_components=2, init="random", max_iter=3).fit(wide.compute()[:, :6])
+    assert shown and "<progress style" in shown[1][1]
+    shown.clear()
+    set_notebook_progress(False)
+    try:
+        ddr.PCA(n_components=4, svd_solver="randomized").fit(wide)
+    finally:
+        set_notebook_progress(True)
+    assert shown == []
+
+
+def test_a_broken_display_never_fails_the_fit(monkeypatch, wide):
+    shown = fake_kernel(monkeypatch, "ZMQInteractiveShell")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no frontend")
+
+    monkeypatch.setattr(sys.modules["IPython.display"], "display", broken)
+    ddr.PCA(n_components=4, svd_solver="randomized").fit(wide)
+    assert shown == []
+
+
+KERNEL_RUN = """
+from ipykernel.inprocess.manager import InProcessKernelManager
+km = InProcessKernelManager()
+km.start_kernel()
+kc = km.client()
+kc.start_channels()
+kc.execute(
+    "import ddr, dask.array as da\\n"
+    "ddr.PCA(3, svd_solver='randomized').fit(da.random.random((400, 50), chunks=100))"
+)
+for m in kc.iopub_channel.get_msgs():
+    if m["msg_type"] in ("display_data", "update_display_data"):
+        print(m["msg_type"], m["content"]["data"]["text/html"][:130].split("<progress")[1])
+"""
+
+
+def test_a_real_kernel_shows_the_bar(tmp_path):
+    """A real (in-process) ipykernel, in its own process: the cell's output gets the bar
+    and its updates as display messages."""
+    import subprocess
+
+    pytest.importorskip("ipykernel.inprocess")
+    done = subprocess.run(
+        [sys.executable, "-c", KERNEL_RUN], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith('display_data  value="0" max="4"'), done.stdout
+    assert [ln.split()[0] for ln in lines[1:]] == ["update_display_data"] * 4
+    assert lines[-1].startswith('update_display_data  value="1" max="1"')
