@@ -391,6 +391,87 @@ class DDRMixin:
         # ddr._hooks (by the package root), never imported from here
         saver()(self, path, if_exists=if_exists, storage_options=storage_options)
 
+    # ------------------------------------------------------------------- HTML
+    def _html_repr(self) -> str:
+        """scikit-learn's estimator diagram (parameters, fitted attributes) followed, once
+        fitted, by what ddr knows of the fit (:func:`fitted_facts`): what Jupyter shows."""
+        import html
+
+        from sklearn.utils._repr_html.estimator import estimator_html_repr
+
+        diagram = estimator_html_repr(self)
+        facts = fitted_facts(self)
+        if not facts:
+            return diagram
+        rows = "".join(
+            f'<tr><th style="text-align: left; padding-right: 1em">{html.escape(k)}</th>'
+            f'<td style="text-align: left">{html.escape(v)}</td></tr>'
+            for k, v in facts
+        )
+        table = (
+            '<table class="ddr-fitted" style="margin-top: 0.5em">'
+            f'<caption style="text-align: left"><b>ddr: the fit</b></caption>{rows}</table>'
+        )
+        return f'<div class="ddr-estimator">{diagram}{table}</div>'
+
+
+def fitted_facts(est: Any) -> list[tuple[str, str]]:
+    """What ddr knows of a fitted estimator, as (label, text) pairs (empty when unfitted): the
+    data it was fitted on, the passes it read them in, the statistics it was solved from,
+    whether a fit on more rows merges them, the components and EM's iterations.
+
+    Parameters
+    ----------
+    est : estimator
+        A ddr estimator.
+
+    Returns
+    -------
+    list of (str, str)
+    """
+    from ddr.stats.base import Statistic
+
+    d = getattr(est, "n_features_in_", None)
+    if d is None:
+        return []
+    stats = {k: v for k, v in vars(est).items() if isinstance(v, Statistic)}
+    n = getattr(est, "n_samples_", None)
+    if n is None and getattr(est, "class_count_", None) is not None:
+        n = float(np.sum(est.class_count_))
+    if n is None:  # rows counted by a statistic (per feature where values are missing)
+        counts = [np.asarray(v.count, float) for v in stats.values() if hasattr(v, "count")]
+        n = float(counts[0].max()) if counts and counts[0].size else None
+    features = f"{d} feature{'s' if d != 1 else ''}"
+    facts = [("fitted on", f"{_count(n)} samples x {features}" if n else features)]
+    tags = get_ddr_tags(est)
+    passes = getattr(est, "n_passes_", None)
+    if passes is None and n:
+        try:
+            passes = tags.fit.passes(int(n), int(d))
+        except Exception:  # a rule that needs what it was not given
+            passes = None
+    if passes is not None:
+        facts.append(("passes over the data", str(passes)))
+    if stats:
+        facts.append(("statistics", "; ".join(f"{k}: {v!r}" for k, v in stats.items())))
+    try:
+        mergeable = bool(n) and bool(tags.fit.mergeable(int(n), int(d)))
+    except Exception:
+        mergeable = False
+    if mergeable:
+        facts.append(("mergeable", "yes: more rows merge into its statistics (partial_fit)"))
+    for attr, label in (("n_components_", "components"), ("n_iter_", "iterations")):
+        value = getattr(est, attr, None)
+        if value is not None:
+            facts.append((label, str(value)))
+    if getattr(est, "converged_", None) is not None:
+        facts.append(("converged", "yes" if est.converged_ else "no"))
+    return facts
+
+
+def _count(n: Any) -> str:
+    return f"{int(n):,}" if float(n).is_integer() else f"{float(n):g}"
+
 
 def _take_renamed(cls: type, given: dict[str, Any], *, stacklevel: int) -> dict[str, Any]:
     """``given`` with renamed parameters' old names replaced, each with a FutureWarning."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import html
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,7 @@ __all__ = [
     "ValueMeta",
     "format_plan",
     "plan_dict",
+    "plan_html",
 ]
 
 FINGERPRINT_ATTR = "ddr:fingerprint"
@@ -150,6 +152,10 @@ class Plan:
         """The plan as ``ddr plan`` prints it (:func:`format_plan`)."""
         return format_plan(self)
 
+    def _repr_html_(self) -> str:
+        """The plan as HTML tables (what Jupyter shows): :func:`plan_html`."""
+        return plan_html(self)
+
     def to_dict(self) -> dict[str, Any]:
         """The plan as ``ddr plan --json`` prints it (:func:`plan_dict`)."""
         return plan_dict(self)
@@ -262,6 +268,81 @@ def format_plan(plan: Plan) -> str:
     total = ", ".join(f"{k}: {v}" for k, v in passes.items())
     lines.append(f"passes over inputs: {total}")
     return "\n".join(lines)
+
+
+def plan_html(plan: Plan) -> str:
+    """The plan as ``ddr plan`` prints it, as HTML tables: inputs (with the passes over each
+    stored array), steps, phases and outputs (what a run would write or skip and why).
+
+    Parameters
+    ----------
+    plan : Plan
+        From :func:`ddr.pipeline.plan_pipeline`.
+
+    Returns
+    -------
+    str
+        An HTML fragment (every value escaped).
+    """
+    passes = plan.passes()
+    shared = plan.stored_arrays()
+
+    def table(caption: str, head: list[str], rows: list[list[str]]) -> str:
+        cell = 'style="text-align: left; padding: 1px 8px; vertical-align: top"'
+        ths = "".join(f"<th {cell}>{html.escape(h)}</th>" for h in head)
+        trs = "".join(
+            "<tr>" + "".join(f"<td {cell}>{html.escape(str(v))}</td>" for v in row) + "</tr>"
+            for row in rows
+        )
+        return (
+            f'<table class="ddr-plan-{caption}" style="margin-bottom: 0.5em">'
+            f'<caption style="text-align: left"><b>{caption}</b></caption>'
+            f"<tr>{ths}</tr>{trs}</table>"
+        )
+
+    inputs = []
+    for name, inp in plan.inputs.items():
+        label = next(k for k, v in shared.items() if name in v)
+        sizes = zip(inp.meta.dims or (), inp.meta.shape or (), strict=True)
+        part = inp.reads.share() if inp.reads is not None else 1.0
+        inputs.append(
+            [
+                name,
+                _rel(inp.path) + (f" [{inp.spec.array}]" if inp.spec.array else ""),
+                ", ".join(f"{d}: {n}" for d, n in sizes),
+                str(inp.meta.dtype),
+                _count(part),
+                passes[label] + (f" (shared: {label})" if label != name else ""),
+            ]
+        )
+    steps = [[sid, _step_line(step).strip()] for sid, step in plan.steps.items()]
+    phases = [
+        [
+            str(i),
+            phase.kind,
+            f"{_PHASE_WORDS[phase.kind]} {', '.join(phase.steps)}".strip(),
+            ", ".join(phase.reads),
+            ", ".join(_rel(plan.outputs[o].path) for o in phase.outputs),
+        ]
+        for i, phase in enumerate(plan.phases, start=1)
+    ]
+    outputs = [
+        [o.action, o.kind, _rel(o.path), ", ".join(o.refs.values()), o.reason] for o in plan.outputs
+    ]
+    total = ", ".join(f"{k}: {v}" for k, v in passes.items())
+    return (
+        f'<div class="ddr-plan"><p><b>pipeline {html.escape(plan.pipeline.name)}</b> '
+        f"({html.escape(str(plan.file))})</p>"
+        + table(
+            "inputs",
+            ["input", "where", "sizes", "dtype", "share of the stored array", "passes"],
+            inputs,
+        )
+        + table("steps", ["step", "what"], steps)
+        + table("phases", ["", "phase", "what", "reads", "then writes"], phases)
+        + table("outputs", ["action", "kind", "path", "from", "why"], outputs)
+        + f"<p><b>passes over inputs</b>: {html.escape(total)}</p></div>"
+    )
 
 
 def _step_line(step: StepPlan) -> str:
