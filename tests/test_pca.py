@@ -378,3 +378,106 @@ def test_scores_too_large_for_float32_are_refused_not_inf():
         assert "the output of PCA.transform is not finite in 1 of the" in text, text
         assert "too large for float32; scale X, or give it as float64" in text
     assert np.isfinite(pca.transform(X.astype(np.float64))).all()
+
+
+# ------------------------------------------------------------ scikit-learn's names
+@pytest.mark.parametrize("solver", ["auto", "full", "covariance_eigh", "randomized", "arpack"])
+def test_every_svd_solver_of_scikit_learn(rng, solver):
+    """``svd_solver`` takes scikit-learn's values, with scikit-learn's attributes."""
+    X = spectrum_data(rng, n=600, d=12)
+    ref = SkPCA(4, svd_solver=solver, random_state=0).fit(X)
+    got = PCA(4, svd_solver=solver, random_state=0).fit(X)
+    assert got.solver_ == ("covariance_eigh" if solver == "auto" else solver)
+    for name in ("components_", "explained_variance_", "explained_variance_ratio_"):
+        np.testing.assert_allclose(getattr(got, name), getattr(ref, name), rtol=1e-8, atol=1e-12)
+    assert got.noise_variance_ == pytest.approx(ref.noise_variance_, rel=1e-8)
+
+
+def test_arpack_and_mle_limits(rng):
+    X = spectrum_data(rng, n=40, d=6)
+    with pytest.raises(ValueError, match="min\\(n_samples, n_features\\) - 1 = 5"):
+        PCA(6, svd_solver="arpack").fit(X)
+    with pytest.raises(ValueError, match="must be an int with svd_solver='arpack'"):
+        PCA(0.5, svd_solver="arpack").fit(X)
+    with pytest.raises(ValueError, match="cannot be 'mle' with svd_solver='randomized'"):
+        PCA("mle", svd_solver="randomized").fit(X)
+    with pytest.raises(ValueError, match="only supported if n_samples >= n_features"):
+        PCA("mle").fit(X[:4])
+
+
+@pytest.mark.parametrize("dataset", ["iris", "wine", "digits", "diabetes", "low-rank"])
+def test_mle_dimension_is_scikit_learns(rng, dataset):
+    """``n_components="mle"``: Minka's estimate from the eigenvalues the covariance pass
+    already has, the same k (and model) as scikit-learn's on the same data, dask too."""
+    from sklearn import datasets
+
+    if dataset == "low-rank":
+        X = rng.standard_normal((800, 5)) @ rng.standard_normal((5, 40)) * 3
+        X += rng.standard_normal((800, 40))
+    else:
+        X = getattr(datasets, f"load_{dataset}")().data
+    ref = SkPCA("mle", svd_solver="full").fit(X)
+    for solver in ("auto", "covariance_eigh", "full"):
+        got = PCA("mle", svd_solver=solver).fit(X)
+        assert got.n_components_ == ref.n_components_, solver
+        np.testing.assert_allclose(got.explained_variance_, ref.explained_variance_, rtol=1e-8)
+        assert got.noise_variance_ == pytest.approx(ref.noise_variance_, rel=1e-8)
+    lazy = PCA("mle").fit(da.from_array(X, chunks=(97, -1)))
+    assert lazy.n_components_ == ref.n_components_ and lazy.n_passes_ == 1
+
+
+def test_mle_dimension_on_spectra_against_scikit_learns_loop(rng):
+    """The O(d^2) update of every rank's terms equals scikit-learn's O(d^3) loop."""
+    from sklearn.decomposition._pca import _infer_dimension
+
+    from ddr.decomposition._pca_solvers import mle_dimension
+
+    for d, k in [(8, 1), (30, 4), (60, 12), (120, 30)]:
+        X = rng.standard_normal((400, k)) @ rng.standard_normal((k, d)) * 2
+        X += rng.standard_normal((400, d))
+        spectrum = np.linalg.eigvalsh(np.cov(X.T))[::-1]
+        assert mle_dimension(spectrum, 400) == _infer_dimension(spectrum, 400)
+
+
+def test_old_names_still_work_with_a_future_warning(rng, tmp_path):
+    """``solver`` and ``n_power_iter`` (and the values "covariance", "exact") still work for a
+    release: a FutureWarning naming the new name, the same model, and get_params, clone and
+    repr in the new names only; a model saved under the old names loads."""
+    import zarr
+    from sklearn.base import clone
+
+    import ddr
+
+    X = spectrum_data(rng, n=300, d=8)
+    with pytest.warns(FutureWarning, match="'solver' is now called 'svd_solver'"):
+        old = PCA(3, solver="full")
+    assert old.get_params()["svd_solver"] == "full" and "solver" not in old.get_params()
+    with pytest.warns(FutureWarning, match="'n_power_iter' is now called 'iterated_power'"):
+        PCA(3, svd_solver="randomized", n_power_iter=2)
+    with pytest.warns(FutureWarning, match="'solver' is now called 'svd_solver'"):
+        old = PCA(3).set_params(solver="covariance")
+    with pytest.warns(FutureWarning, match="svd_solver='covariance' is now called svd_solver="):
+        old.fit(X)
+    assert old.solver_ == "covariance_eigh"
+    np.testing.assert_array_equal(
+        old.components_, PCA(3, svd_solver="covariance_eigh").fit(X).components_
+    )
+    assert repr(clone(old)) == "PCA(n_components=3, svd_solver='covariance')"
+    with pytest.warns(FutureWarning, match="svd_solver='exact' is now called svd_solver='full'"):
+        PCA(2, svd_solver="exact").fit(X)
+    with pytest.raises(TypeError, match="got both 'solver' and 'svd_solver'"):
+        PCA(3, solver="full", svd_solver="full")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'solvr'"):
+        PCA(3, solvr="full")
+    # a model saved by ddr 0.1 (parameters under their old names) loads, with the warning
+    model = PCA(3, svd_solver="full").fit(X)
+    model.save(tmp_path / "pca.zarr")
+    group = zarr.open_group(tmp_path / "pca.zarr", mode="r+")
+    params = dict(group.attrs["params"])
+    params["solver"] = params.pop("svd_solver")
+    params["n_power_iter"] = params.pop("iterated_power")
+    group.attrs["params"] = params
+    with pytest.warns(FutureWarning, match="'solver' is now called 'svd_solver'"):
+        back = ddr.load(tmp_path / "pca.zarr")
+    assert back.svd_solver == "full" and back.iterated_power == 3
+    np.testing.assert_array_equal(back.transform(X), model.transform(X))

@@ -143,3 +143,62 @@ def test_good_parameters_pass():
         )
         == []
     )
+
+
+# ------------------------------------------------------------- renamed parameters
+def _renamed_pipeline(tmp_path, with_: str) -> str:
+    import numpy as np
+    import xarray as xr
+
+    if not (tmp_path / "d.zarr").exists():
+        X = np.random.default_rng(0).standard_normal((50, 4))
+        xr.Dataset({"X": (("sample", "feature"), X)}).to_zarr(
+            tmp_path / "d.zarr", zarr_format=3, consolidated=False
+        )
+    path = tmp_path / f"p{len(list(tmp_path.glob('*.yaml')))}.yaml"
+    path.write_text(
+        "ddr: 1\n"
+        "name: renamed\n"
+        "inputs:\n"
+        f"  X: {{path: {tmp_path / 'd.zarr'}, array: X}}\n"
+        "steps:\n"
+        "  pca:\n"
+        "    op: PCA.fit\n"
+        "    inputs: {X: X}\n"
+        f"    with: {with_}\n"
+        f"outputs:\n  - {{kind: model, from: pca, path: {tmp_path / 'pca.zarr'}}}\n"
+    )
+    return str(path)
+
+
+def test_old_parameter_names_in_with_warn_at_their_place_and_run_as_the_new(tmp_path):
+    """``with: {solver: exact, n_power_iter: 2}`` plans as ``{svd_solver: full,
+    iterated_power: 2}`` (the same fingerprint), one FutureWarning per old name or value at
+    its line and column."""
+    import warnings
+
+    from ddr.config.errors import PipelineError
+    from ddr.pipeline import plan_pipeline
+
+    old = _renamed_pipeline(tmp_path, "{n_components: 2, solver: exact, n_power_iter: 2}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plan = plan_pipeline(old)
+    said = sorted(str(w.message) for w in caught if w.category is FutureWarning)
+    assert len(said) == 3, said
+    assert said[0].startswith(f"{old}:9:29: PCA: the parameter 'solver' is now called")
+    assert said[1].startswith(f"{old}:9:37: PCA: svd_solver='exact' is now called")
+    assert said[2].startswith(f"{old}:9:44: PCA: the parameter 'n_power_iter' is now called")
+    step = plan.steps["pca"]
+    assert step.spec.with_ == {"n_components": 2, "svd_solver": "full", "iterated_power": 2}
+    new = _renamed_pipeline(tmp_path, "{n_components: 2, svd_solver: full, iterated_power: 2}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        assert plan_pipeline(new).steps["pca"].fingerprint == step.fingerprint
+    both = _renamed_pipeline(tmp_path, "{solver: full, svd_solver: full}")
+    with pytest.raises(PipelineError, match="got both 'solver' and 'svd_solver'"):
+        plan_pipeline(both)
+    bad = _renamed_pipeline(tmp_path, "{solver: bogus}")
+    with pytest.warns(FutureWarning), pytest.raises(PipelineError) as err:
+        plan_pipeline(bad)
+    assert f"{bad}:9:20: The 'svd_solver' parameter of PCA must be" in str(err.value)
