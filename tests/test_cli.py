@@ -207,7 +207,7 @@ def test_every_command_takes_verbose_and_quiet(here):
     assert "ddr: error: --verbose and --quiet contradict each other" in both.output
 
 
-def test_any_command_shows_the_library_log_as_ddr_lines(monkeypatch):
+def test_any_command_shows_the_library_log_as_ddr_lines(here, monkeypatch):
     """A plug-in's warning (logged while `ddr ops` reads the registry) is shown as a ddr
     line, as `ddr run` shows its own; -q keeps warnings, drops notes; -v adds debug."""
     import logging
@@ -230,6 +230,19 @@ def test_any_command_shows_the_library_log_as_ddr_lines(monkeypatch):
     quiet = runner.invoke(app, ["ops", "-q"]).output
     assert "ddr: warning: plug-in 'broken'" in quiet and "a note" not in quiet
     assert "ddr: a detail\n" in runner.invoke(app, ["ops", "-v"]).output
+    # ddr run shows what planning logs the same way, before its own console is set up
+    from ddr.pipeline import planner
+
+    plan = planner.plan_pipeline
+
+    def logging_plan(*args, **kwargs):
+        logging.getLogger("ddr.plugins").warning("plug-in 'late' skipped")
+        return plan(*args, **kwargs)
+
+    monkeypatch.setattr(planner, "plan_pipeline", logging_plan)
+    dry = runner.invoke(app, ["run", "one.yaml", "--dry-run", "--cluster", "threads"])
+    assert dry.exit_code == 0, dry.output
+    assert "ddr: warning: plug-in 'late' skipped" in dry.output
 
 
 def test_inspect_names_a_missing_bucket_as_run_does(s3):

@@ -110,18 +110,21 @@ def run(
     clock = RunClock.since_process_start()  # the run's times include Python's start-up
     if force and resume:
         fail("--force and --resume contradict each other; give one", 2)
-    try:
-        plan = plan_pipeline(
-            pipeline,
-            set_ or [],
-            force=force,
-            resume=resume,
-            summary=summary,
-            performance_report=performance_report,
-        )
-        config = load_cluster_config(cluster, cluster_set or [])
-    except PipelineError as exc:
-        problems(exc)
+    # what planning logs (a plug-in's warning, ...) is shown as every command shows it; the
+    # run's console (a bar, the log file beside the summary) is known once it is planned
+    with console(verbosity(ctx), progress=False):
+        try:
+            plan = plan_pipeline(
+                pipeline,
+                set_ or [],
+                force=force,
+                resume=resume,
+                summary=summary,
+                performance_report=performance_report,
+            )
+            config = load_cluster_config(cluster, cluster_set or [])
+        except PipelineError as exc:
+            problems(exc)
     if dry_run:
         typer.echo(plan.format())
         typer.echo(f"\ncluster ({cluster}, kind {config.kind}):")

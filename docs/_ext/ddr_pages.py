@@ -4,10 +4,15 @@
   name, with its ``description``; its header comment (what it demonstrates, as prose, and
   the commands that run it, indented) rendered as text and ``bash`` blocks; then the
   pipeline itself, included from the file.
+- ``user-guide/generated/*.txt``, included by the user guide: the output and plot kinds
+  (from their registries), every estimator with its pipeline ops and every statistic op
+  (from the op registry, :func:`ddr.pipeline.registry.ops`), every statistic of
+  ``ddr.stats``, and the table of example pipelines (from their ``description``).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -125,19 +130,143 @@ def write_pipeline_pages(app: Sphinx) -> None:
             page.write_text(text)
 
 
+def _first_line(obj: object) -> str:
+    """The summary of ``obj``'s docstring (its first paragraph, on one line), in Markdown,
+    for a table cell."""
+    doc = (getattr(obj, "__doc__", None) or "").strip()
+    summary = " ".join(line.strip() for line in doc.split("\n\n", 1)[0].splitlines())
+    summary = re.sub(r":\w+:`~?([^`]+)`", r"`\1`", summary)  # :class:`Moments` -> `Moments`
+    return summary.replace("``", "`").replace("|", "\\|")
+
+
+def _ops_by_class() -> dict[type, list[str]]:
+    """Estimator class -> the methods pipelines can call on it (its ops, in the registry's
+    order)."""
+    from ddr.pipeline import registry
+
+    found: dict[type, list[str]] = {}
+    for op in registry.ops().values():
+        if op.family in ("fit", "apply") and op.cls is not None:
+            found.setdefault(op.cls, []).append(op.name.split(".", 1)[1])
+    return found
+
+
+def estimators_markdown() -> str:
+    """The table of every estimator pipelines can use (ddr's and registered plug-ins'):
+    its name, what it is, its module and its ops (``Est.fit``, ``Est.transform``, ...).
+
+    Returns
+    -------
+    str
+        Markdown.
+    """
+    rows = [
+        "| estimator | what it is | module | ops (`Est.<op>`) |",
+        "|---|---|---|---|",
+    ]
+    for cls, methods in sorted(_ops_by_class().items(), key=lambda kv: kv[0].__name__):
+        module = cls.__module__.rsplit(".", 1)[0] if cls.__module__.startswith("ddr.") else ""
+        ops = ", ".join(f"`{m}`" for m in methods)
+        rows.append(
+            f"| `{cls.__name__}` | {_first_line(cls)} | `{module or cls.__module__}` | {ops} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def statistic_ops_markdown() -> str:
+    """The table of every statistic op (ddr's and plug-ins'): its roles, the statistic it
+    gives and its options, as ``ddr ops`` describes them.
+
+    Returns
+    -------
+    str
+        Markdown.
+    """
+    from ddr.pipeline import registry
+
+    rows = ["| op | roles | gives | `with:` options |", "|---|---|---|---|"]
+    for name, op in sorted(registry.ops().items()):
+        if op.family != "statistic":
+            continue
+        roles = ", ".join(f"`{r.name}`" + ("" if r.required else " (optional)") for r in op.roles)
+        options = "; ".join(
+            f"`{p}`: {registry.describe_param(param)}" for p, param in op.params.items()
+        )
+        rows.append(f"| `{name}` | {roles} | `{op.cls.__name__}` | {options or 'none'} |")
+    return "\n".join(rows) + "\n"
+
+
+def statistics_markdown() -> str:
+    """The table of every statistic ``ddr.stats`` exports: what it holds (its docstring's
+    first line), its read-outs and its pipeline op.
+
+    Returns
+    -------
+    str
+        Markdown.
+    """
+    import ddr.stats
+    from ddr.pipeline import registry
+
+    op_of = {op.cls: name for name, op in registry.ops().items() if op.family == "statistic"}
+    rows = ["| statistic | holds | read-outs | op |", "|---|---|---|---|"]
+    for name in sorted(ddr.stats.__all__):
+        cls = getattr(ddr.stats, name)
+        if not (isinstance(cls, type) and issubclass(cls, ddr.stats.Statistic)):
+            continue
+        if cls is ddr.stats.Statistic:
+            continue
+        readouts = ", ".join(f"`{r}`" for r in getattr(cls, "readouts", ()))
+        op = f"`{op_of[cls]}`" if cls in op_of else ""
+        rows.append(f"| `{name}` | {_first_line(cls)} | {readouts} | {op} |")
+    return "\n".join(rows) + "\n"
+
+
+def examples_markdown() -> str:
+    """The table of the example pipelines: each file (linked to its page) and its
+    ``description``.
+
+    Returns
+    -------
+    str
+        Markdown.
+    """
+    rows = ["| file | what |", "|---|---|"]
+    for path in sorted(PIPELINES.glob("*.yaml")):
+        description = YAML(typ="safe").load(path.read_text())["description"].strip()
+        what = description.replace("|", "\\|")
+        page = f"../examples/generated/{path.stem}.md"
+        rows.append(f"| [`{path.name}`]({page}) | {what} |")
+    return "\n".join(rows) + "\n"
+
+
+def generated_lists() -> dict[str, str]:
+    """File name (under ``user-guide/generated/``) -> its Markdown."""
+    from ddr.pipeline.outputs.docs import kinds_markdown, plots_markdown
+
+    return {
+        "output-kinds.txt": kinds_markdown(),
+        "plots.txt": plots_markdown(),
+        "estimators.txt": estimators_markdown(),
+        "statistic-ops.txt": statistic_ops_markdown(),
+        "statistics.txt": statistics_markdown(),
+        "examples.txt": examples_markdown(),
+    }
+
+
 def write_output_kind_lists(app: Sphinx) -> None:
-    """Write ``user-guide/generated/*.txt`` from the registries of output and plot kinds.
+    """Write ``user-guide/generated/*.txt`` (:func:`generated_lists`) from the registries of
+    output and plot kinds, ops and statistics, and from the example pipelines, rewriting
+    only changes.
 
     Parameters
     ----------
     app : Sphinx
         The application; its source directory holds ``user-guide/``.
     """
-    from ddr.pipeline.outputs.docs import kinds_markdown, plots_markdown
-
     out_dir = Path(app.srcdir) / "user-guide" / "generated"
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name, text in (("output-kinds.txt", kinds_markdown()), ("plots.txt", plots_markdown())):
+    for name, text in generated_lists().items():
         page = out_dir / name
         if not page.exists() or page.read_text() != text:
             page.write_text(text)
