@@ -454,10 +454,12 @@ def fitted_facts(est: Any) -> list[tuple[str, str]]:
         facts.append(("passes over the data", str(passes)))
     if stats:
         facts.append(("statistics", "; ".join(f"{k}: {v!r}" for k, v in stats.items())))
-    try:
-        mergeable = bool(n) and bool(tags.fit.mergeable(int(n), int(d)))
-    except Exception:
-        mergeable = False
+    mergeable = False
+    if n is not None:
+        try:
+            mergeable = bool(tags.fit.mergeable(int(n), int(d)))
+        except Exception:  # a rule that needs what it was not given
+            mergeable = False
     if mergeable:
         facts.append(("mergeable", "yes: more rows merge into its statistics (partial_fit)"))
     for attr, label in (("n_components_", "components"), ("n_iter_", "iterations")):

@@ -195,8 +195,9 @@ class NotebookBar:
             return
         bundle = {"text/html": bar_html(progress, message, seconds), "text/plain": message}
         try:
-            from IPython.display import display
+            import importlib
 
+            display = importlib.import_module("IPython.display").display  # the kernel's
             if self._handle is None:
                 self._handle = display(bundle, raw=True, display_id=True)
             else:
