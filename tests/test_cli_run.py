@@ -41,7 +41,7 @@ steps:
   pca:
     op: PCA.fit
     inputs: {X: X}
-    with: {n_components: 4, solver: randomized, n_power_iter: "${params.passes}"}
+    with: {n_components: 4, svd_solver: randomized, iterated_power: "${params.passes}"}
 outputs:
   - {kind: metrics, from: {passes: pca.n_passes_}, path: out/metrics.json}
 run: {if_exists: skip-if-complete, summary: out/run-summary.json}
@@ -254,7 +254,7 @@ def test_plan_gives_exact_passes_when_known(here):
     assert "passes over inputs: X: 4" in text
     # EM from a random start: one pass per iteration, as many as it takes
     ppca = RANDOMIZED.replace("op: PCA.fit", "op: PPCA.fit").replace(
-        'with: {n_components: 4, solver: randomized, n_power_iter: "${params.passes}"}',
+        'with: {n_components: 4, svd_solver: randomized, iterated_power: "${params.passes}"}',
         "with: {n_components: 4, init: random}",
     )
     (here / "ppca.yaml").write_text(ppca.replace("pca.n_passes_", "pca.n_iter_"))
@@ -276,12 +276,12 @@ def test_a_rerun_says_what_changed_and_what_it_rewrites(here):
     assert result.exit_code == 0
     assert (
         "ddr: rewriting out/metrics.json: complete but outdated: "
-        "pca.with.n_power_iter 3 -> 2" in result.stderr
+        "pca.with.iterated_power 3 -> 2" in result.stderr
     )
     plan = runner.invoke(app, ["plan", "wide.yaml", "--set", "passes=2"]).output
     assert "skip      metrics out/metrics.json" in plan
     plan = runner.invoke(app, ["plan", "wide.yaml"]).output  # plan says it too
-    assert "(complete but outdated: pca.with.n_power_iter 2 -> 3)" in plan
+    assert "(complete but outdated: pca.with.iterated_power 2 -> 3)" in plan
 
 
 def test_demo_data_is_in_several_chunks_by_default(tmp_path):

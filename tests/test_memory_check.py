@@ -28,12 +28,12 @@ from ddr.stats.sketch import CentredProduct
 PIPELINE = """\
 ddr: 1
 name: fits
-params: {solver: covariance}
+params: {solver: covariance_eigh}
 inputs:
   X: {path: data.zarr, array: X}
   y: {path: data.zarr, array: y}
 steps:
-  pca: {op: PCA.fit, inputs: {X: X}, with: {n_components: 5, solver: "${params.solver}"}}
+  pca: {op: PCA.fit, inputs: {X: X}, with: {n_components: 5, svd_solver: "${params.solver}"}}
   nb: {op: GaussianNB.fit, inputs: {X: X, y: y}}
   ppca: {op: PPCA.fit, inputs: {X: X}, with: {n_components: 4, max_iter: 3, init: random}}
 outputs:

@@ -39,7 +39,7 @@ def wide(rng):
 def test_randomized_pca_reports_every_pass(wide, caplog):
     caplog.set_level(logging.INFO, logger="ddr")
     with dask.config.set(scheduler="sync"):
-        pca = ddr.PCA(n_components=4, solver="randomized", n_power_iter=3).fit(wide)
+        pca = ddr.PCA(n_components=4, svd_solver="randomized", iterated_power=3).fit(wide)
     records = progress_records(caplog)
     assert pca.n_passes_ == 4
     assert records[0][0] == (
@@ -51,14 +51,14 @@ def test_randomized_pca_reports_every_pass(wide, caplog):
     for i, (message, _) in enumerate(records[1:], start=1):
         assert re.fullmatch(rf"PCA \(randomized solver\): pass {i} of 4 \(\d+\.\d\d s\)", message)
     # the estimator's planned passes are the ones it makes
-    assert get_ddr_tags(ddr.PCA, n_components=4, solver="randomized").fit.passes(1200, 80) == 4
+    assert get_ddr_tags(ddr.PCA, n_components=4, svd_solver="randomized").fit.passes(1200, 80) == 4
 
 
 def test_randomized_passes_stop_when_the_krylov_space_is_full(rng, caplog):
     caplog.set_level(logging.INFO, logger="ddr")
     X = rng.normal(size=(300, 20))
-    pca = ddr.PCA(n_components=3, solver="randomized", n_power_iter=5).fit(X)
-    est = ddr.PCA(n_components=3, solver="randomized", n_power_iter=5)
+    pca = ddr.PCA(n_components=3, svd_solver="randomized", iterated_power=5).fit(X)
+    est = ddr.PCA(n_components=3, svd_solver="randomized", iterated_power=5)
     assert pca.n_passes_ == get_ddr_tags(est).fit.passes(300, 20) == 2  # 13 + 7 fill R^20
     assert [p.done for _, p in progress_records(caplog)] == [0, 1, 2]
 
@@ -95,7 +95,7 @@ def test_nystrom_kernel_pca_reports_its_two_passes(rng, caplog):
 
 def test_library_code_never_prints(wide, capsys):
     with dask.config.set(scheduler="sync"):
-        ddr.PCA(n_components=4, solver="randomized").fit(wide)
+        ddr.PCA(n_components=4, svd_solver="randomized").fit(wide)
         ddr.PPCA(n_components=2, max_iter=5).fit(wide[:, :10])
     out, err = capsys.readouterr()
     assert out == "" and err == ""

@@ -62,7 +62,7 @@ def test_every_way_of_opening_is_read_by_ddr_and_fits_the_same_bit_for_bit(store
         assert _ddr_read(data), way
         np.testing.assert_array_equal(data.compute(), X)
         labels = da.from_zarr(path, component="y")
-        pca = PCA(n_components=2, solver="covariance").fit(x)
+        pca = PCA(n_components=2, svd_solver="covariance_eigh").fit(x)
         nb = GaussianNB().fit(x, labels)
         moments = st.compute(st.Moments, x)
         fits[way] = (pca.components_, pca.explained_variance_, pca.mean_, nb.theta_, nb.var_)
@@ -89,7 +89,7 @@ def test_one_pass_over_the_store_and_no_read_through_zarr_slicing(stored, monkey
         with monkeypatch.context() as m, dask.config.set(scheduler="sync"):
             # ddr's reader: every chunk from its file; zarr's slicing would go through here
             m.setattr(zarr.Array, "__getitem__", None)
-            PCA(n_components=2, solver="covariance").fit(x)
+            PCA(n_components=2, svd_solver="covariance_eigh").fit(x)
         assert (read_counts()[key] - before) / stored_bytes(path, "X") == 1.0, way
 
 
@@ -187,7 +187,7 @@ def test_a_corrupt_chunk_of_a_dask_input_names_the_array_and_the_chunk_key(store
         f.truncate(f.seek(0, 2) // 2)
     x = da.from_zarr(path, component="X")
     with pytest.raises(CorruptChunkError, match=r"^chunk c/1/0 of file://.*d\.zarr/X is corrupt"):
-        PCA(n_components=2, solver="covariance").fit(x)
+        PCA(n_components=2, svd_solver="covariance_eigh").fit(x)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "int32"])
