@@ -55,21 +55,21 @@ def _ddr_rows(ctx: Context, name: str, score: Callable[..., dict]) -> None:
         ctx.measure(
             "ddr PCA covariance",
             name,
-            fit(solver="covariance"),
+            fit(svd_solver="covariance_eigh"),
             scheduler=scheduler,
             paired_floor=paired,
         )
         ctx.measure(
             "ddr PCA randomized (default q=3)",
             name,
-            fit(solver="randomized"),
+            fit(svd_solver="randomized"),
             scheduler=scheduler,
             paired_floor=paired,
         )
     ctx.measure(
         "ddr PCA randomized q=1",
         name,
-        fit(solver="randomized", n_power_iter=1),
+        fit(svd_solver="randomized", iterated_power=1),
         scheduler="cluster",
     )
 

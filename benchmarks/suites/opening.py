@@ -42,7 +42,7 @@ WAYS: dict[str, Callable[[Context, str], tuple[Any, Any]]] = {
 OURS = "ddr.io.from_zarr"
 
 FITS: dict[str, Callable[[], Any]] = {
-    "PCA covariance": lambda: ddr.PCA(10, solver="covariance"),
+    "PCA covariance": lambda: ddr.PCA(10, svd_solver="covariance_eigh"),
     "GaussianNB": ddr.GaussianNB,
 }
 
