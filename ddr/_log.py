@@ -11,7 +11,11 @@ Library code only logs (records under the ``ddr`` logger; a pass over the data c
 - ``-v`` adds debug records and tracebacks, ``-q`` keeps only warnings and errors;
 - a log file (every record at debug level, with times), e.g. beside the run summary. A log
   file that cannot be written (a full disk, a quota, no permission) is said once, as a
-  warning on the console, and the command goes on without it.
+  warning on the console, and the command goes on without it;
+- Python warnings (a ``ConvergenceWarning``, a scikit-learn or dask warning) as
+  ``ddr: warning: message (Category)`` like every other message, and in the log file, not
+  Python's raw ``path:line: Category: message`` and source line (:func:`route_warnings`;
+  only the command line installs it: a Python caller of the library sees warnings as usual).
 
 :func:`watch_cluster` (for a distributed client) counts the tasks the scheduler runs, for the
 bar, and keeps workers from printing a traceback for every failed task: the client raises
@@ -27,6 +31,7 @@ import shutil
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -35,7 +40,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from ddr.progress import PROGRESS_ATTR, Progress
 
-__all__ = ["BarHandler", "LineHandler", "LogFile", "console", "watch_cluster"]
+__all__ = ["BarHandler", "LineHandler", "LogFile", "console", "route_warnings", "watch_cluster"]
 
 ROOT = "ddr"
 FILE_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
@@ -351,12 +356,17 @@ def quiet_interrupted_shutdown() -> None:
 def watch_cluster(client: Any, handlers: list[logging.Handler], *, own_workers: bool) -> None:
     """Count ``client``'s tasks for the progress bars in ``handlers`` and quiet its workers'
     per-task tracebacks; ``own_workers`` (a LocalCluster) also keeps Ctrl-C from killing
-    the workers before the run stops. A scheduler that refuses (no ddr there, no pickled
-    code allowed) keeps its defaults: the bars then show passes only."""
+    the workers before the run stops, and, while :func:`route_warnings` lasts, shows the
+    workers' Python warnings here, as ``ddr: warning: ...`` (each text once). A scheduler
+    that refuses (no ddr there, no pickled code allowed) keeps its defaults: the bars then
+    show passes only."""
     log = logging.getLogger(__name__)
     plugins: list[WorkerPlugin] = [QuietTaskErrors()]
     if own_workers:
         plugins.append(IgnoreInterrupts(os.getpid()))
+        if warnings.showwarning is _show_warning:  # the command line shows warnings its way
+            _warnings_from_workers(client)
+            plugins.append(WarningsToClient(os.getpid()))
     for plugin in plugins:
         try:
             client.register_plugin(plugin, name=plugin.name)
@@ -372,6 +382,114 @@ def watch_cluster(client: Any, handlers: list[logging.Handler], *, own_workers: 
         return
     for bar in bars:
         bar.tasks = lambda: tuple(client.run_on_scheduler(_read_counter))
+
+
+# ------------------------------------------------------------------- warnings
+#: the logger Python warnings are logged with while a console is set up (a child of ``ddr``:
+#: its handlers show them)
+WARNINGS = f"{ROOT}.warnings"
+#: the topic workers send their warnings to the client under (:class:`WarningsToClient`)
+WARNINGS_TOPIC = "ddr-warnings"
+_consoles = 0  # consoles set up in this process: warnings go through the logger while > 0
+
+
+def warning_text(message: Warning | str, category: type[Warning]) -> str:
+    """A warning as one message: its text and its category, without its source line."""
+    return f"{message} ({category.__name__})"
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: IO[str] | None = None,
+    line: str | None = None,
+) -> None:
+    """``warnings.showwarning`` while :func:`route_warnings` lasts."""
+    if file is not None:  # shown to a file the caller chose: as Python shows it
+        with contextlib.suppress(OSError):
+            file.write(warnings.formatwarning(message, category, filename, lineno, line))
+        return
+    _log_warning(warning_text(message, category), filename, lineno)
+
+
+def _log_warning(text: str, filename: str = __file__, lineno: int = 0) -> None:
+    """Log ``text`` through the console's handlers (and the log file), or, with no console
+    set up, print it as the console would."""
+    logger = logging.getLogger(WARNINGS)
+    record = logger.makeRecord(WARNINGS, logging.WARNING, filename, lineno, "%s", (text,), None)
+    if _consoles:
+        logger.handle(record)
+        return
+    with contextlib.suppress(OSError, ValueError):  # a closed stderr: nowhere to say it
+        sys.stderr.write(_ConsoleFormatter(False).format(record) + "\n")
+        sys.stderr.flush()
+
+
+@contextlib.contextmanager
+def route_warnings() -> Iterator[None]:
+    """Show Python warnings as ``ddr: warning: message (Category)`` for the block: through
+    the ``ddr`` logger's handlers while a :func:`console` is set up (so the log file has
+    them too), else on stderr. Which warnings are shown is Python's filters' choice, as
+    always (each once per place it is raised, ``-W``, ``PYTHONWARNINGS``). What the ``ddr``
+    command installs; the library itself never does."""
+    saved = warnings.showwarning
+    warnings.showwarning = _show_warning
+    try:
+        yield
+    finally:
+        if warnings.showwarning is _show_warning:
+            warnings.showwarning = saved
+
+
+class WarningsToClient(WorkerPlugin):
+    """A worker plugin for worker processes this process started (a LocalCluster): a
+    Python warning raised in a task is sent to the client (:func:`watch_cluster` shows it
+    as ``ddr: warning: ...``, once however many workers raise it) instead of being printed
+    raw by the worker process onto the same terminal."""
+
+    name = "ddr-warnings-to-client"
+
+    def __init__(self, parent_pid: int) -> None:
+        self.parent_pid = parent_pid
+
+    def setup(self, worker: Any) -> None:
+        if os.getpid() == self.parent_pid:  # workers in this process: route_warnings has them
+            return
+
+        def send(
+            message: Warning | str,
+            category: type[Warning],
+            filename: str,
+            lineno: int,
+            file: IO[str] | None = None,
+            line: str | None = None,
+        ) -> None:
+            if file is not None:
+                with contextlib.suppress(OSError):
+                    file.write(warnings.formatwarning(message, category, filename, lineno, line))
+                return
+            try:
+                worker.log_event(WARNINGS_TOPIC, {"text": warning_text(message, category)})
+            except Exception:  # a closing worker: as Python would show it
+                sys.stderr.write(warnings.formatwarning(message, category, filename, lineno))
+
+        warnings.showwarning = send
+
+
+def _warnings_from_workers(client: Any) -> None:
+    """Show the warnings :class:`WarningsToClient` sends, each text once."""
+    seen: set[str] = set()
+
+    def show(event: tuple[float, Any]) -> None:
+        msg = event[1]
+        text = msg.get("text") if isinstance(msg, dict) else None
+        if isinstance(text, str) and text not in seen:
+            seen.add(text)
+            _log_warning(text)
+
+    client.subscribe_topic(WARNINGS_TOPIC, show)
 
 
 # -------------------------------------------------------------------- console
@@ -445,9 +563,13 @@ def console(
     aio.propagate = False
     for h in aio_handlers:
         aio.addHandler(h)
+    global _consoles
+    _consoles += 1
     try:
-        yield handlers
+        with route_warnings():  # Python warnings as ddr: warning: lines, and in the log file
+            yield handlers
     finally:
+        _consoles -= 1
         for h in aio_handlers:
             aio.removeHandler(h)
         aio.propagate = aio_saved

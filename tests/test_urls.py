@@ -362,7 +362,7 @@ def test_a_missing_filesystem_names_the_cloud_extra(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip() == (
         "ddr: error: s3://bucket/x.zarr: s3:// URLs need the package s3fs, which is not "
-        "installed; install it with pip install 'ddr[cloud]'"
+        "installed; install it with pip install 'ddr-stats[cloud]'"
     )
     assert list(tmp_path.iterdir()) == []
 

@@ -31,5 +31,10 @@ __all__ = ["app", "inspect_path", "main"]
 
 
 def main() -> None:
-    """The ``ddr`` console script."""
-    app()
+    """The ``ddr`` console script. Python warnings are shown as ``ddr: warning: ...`` lines
+    (:func:`ddr._log.route_warnings`), also those raised before a command's console is set
+    up (planning a run)."""
+    from ddr._log import route_warnings
+
+    with route_warnings():
+        app()

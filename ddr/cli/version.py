@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import typer
 
-from ddr.cli._app import Command, app
+from ddr.cli._app import Command, app, version_line
 
 __all__ = ["version"]
 
 
 @app.command(cls=Command, name="version", short_help="Print the ddr version.")
 def version() -> None:
-    """Print the ddr version (also ddr --version)."""
-    import ddr
-
-    typer.echo(ddr.__version__)
+    """Print the ddr version (the same line as ddr --version)."""
+    typer.echo(version_line())

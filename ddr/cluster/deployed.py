@@ -34,6 +34,9 @@ class Deployed(Backend):
             if self.config.adapt is not None:
                 cluster.adapt(**self.config.adapt.model_dump(exclude_none=True))
             with make_client(cluster, set_as_default=False) as client:
+                from ddr.cluster.shutdown import exit_quickly
+
+                exit_quickly(client)  # no "Worker process still alive ..., killing" at close
                 yield ClusterHandle(
                     client,
                     type(cluster).__name__,

@@ -105,7 +105,7 @@ class JobQueue(Deployed):
             import dask_jobqueue
         except ImportError:
             raise ClusterError(
-                f"kind {self.kind} needs dask-jobqueue: pip install 'ddr[hpc]'"
+                f"kind {self.kind} needs dask-jobqueue: pip install 'ddr-stats[hpc]'"
             ) from None
         return getattr(dask_jobqueue, self.cluster_class)
 
@@ -148,7 +148,7 @@ class JobQueue(Deployed):
             script = self.job_script()
         except ClusterError:
             return (
-                f"# dask-jobqueue is not installed (pip install 'ddr[hpc]'); it would be "
+                f"# dask-jobqueue is not installed (pip install 'ddr-stats[hpc]'); it would be "
                 f"called as\n{call_text('dask_jobqueue.' + self.cluster_class, self.kwargs)}"
             )
         scale = self.config.scale.model_dump(exclude_none=True) if self.config.scale else {}

@@ -67,7 +67,7 @@ class Kubernetes(Deployed):
             from dask_kubernetes.operator import KubeCluster
         except ImportError:
             raise ClusterError(
-                "kind kubernetes needs dask-kubernetes: pip install 'ddr[k8s]'"
+                "kind kubernetes needs dask-kubernetes: pip install 'ddr-stats[k8s]'"
             ) from None
         return KubeCluster(**self.cluster_kwargs())
 
@@ -77,7 +77,7 @@ class Kubernetes(Deployed):
             from dask_kubernetes.operator import make_cluster_spec
         except ImportError:
             return (
-                "# dask-kubernetes is not installed (pip install 'ddr[k8s]'); it would be "
+                "# dask-kubernetes is not installed (pip install 'ddr-stats[k8s]'); it would be "
                 f"called as\n{call_text(self.target, kwargs)}"
             )
         spec_kwargs = {k: v for k, v in kwargs.items() if k in params_of(make_cluster_spec)}

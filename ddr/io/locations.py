@@ -9,7 +9,7 @@ an input is found by prefix, not by string).
 
 Schemes: ``s3://``, ``gs://`` (``gcs://``), ``az://`` (``abfs://``, ``abfss://``),
 ``http(s)://`` (read-only), ``file://`` and ``memory://`` (one process; for tests). Object
-stores need their fsspec filesystem (``pip install 'ddr[cloud]'``). Credentials and endpoints
+stores need their fsspec filesystem (``pip install 'ddr-stats[cloud]'``). Credentials and endpoints
 come from where each library looks (AWS/GCS/Azure environment variables and config files,
 ``AWS_ENDPOINT_URL``) or from ``storage_options``; values of secret-looking keys are remembered
 so that :func:`redact` can remove them from anything ddr writes or says (provenance, summaries,
@@ -99,7 +99,7 @@ def filesystem_package(protocol: str) -> str | None:
 
 
 def require_filesystem(loc: Location) -> None:
-    """Raise ImportError naming ``ddr[cloud]`` when the scheme's filesystem is missing."""
+    """Raise ImportError naming ``ddr-stats[cloud]`` when the scheme's filesystem is missing."""
     package = filesystem_package(loc.protocol)
     if package is None:
         return
@@ -112,7 +112,7 @@ def require_filesystem(loc: Location) -> None:
     if missing:
         raise ImportError(
             f"{loc.url}: {loc.protocol}:// URLs need the package {package}, which is not "
-            "installed; install it with pip install 'ddr[cloud]'"
+            "installed; install it with pip install 'ddr-stats[cloud]'"
         )
 
 

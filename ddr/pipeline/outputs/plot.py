@@ -65,7 +65,7 @@ class PlotOutputKind(FileKind):
         spec = out.spec
         base = ("outputs", out.index)
         if importlib.util.find_spec("matplotlib") is None:
-            ctx.problem((*base, "plot"), "plots need matplotlib: pip install 'ddr[plot]'")
+            ctx.problem((*base, "plot"), "plots need matplotlib: pip install 'ddr-stats[plot]'")
         if not spec.path.lower().endswith(".png"):
             ctx.problem(
                 (*base, "path"),
