@@ -3,11 +3,13 @@ and connect a client to it: scaled or adapted as the config says, closed when th
 
 from __future__ import annotations
 
+import abc
 import contextlib
 from collections.abc import Iterator
 from typing import Any
 
 from ddr.cluster.backend import Backend, ClusterHandle, JobState, make_client
+from ddr.cluster.shutdown import exit_quickly
 
 __all__ = ["Deployed"]
 
@@ -17,9 +19,9 @@ class Deployed(Backend):
 
     scalable = True
 
+    @abc.abstractmethod
     def make_cluster(self) -> Any:
         """The started cluster object."""
-        raise NotImplementedError(f"{type(self).__name__}.make_cluster")  # pragma: no cover
 
     def pending_jobs(self, cluster: Any) -> list[JobState]:
         """Jobs of ``cluster`` whose workers have not joined, with the batch system's reason."""
@@ -34,8 +36,6 @@ class Deployed(Backend):
             if self.config.adapt is not None:
                 cluster.adapt(**self.config.adapt.model_dump(exclude_none=True))
             with make_client(cluster, set_as_default=False) as client:
-                from ddr.cluster.shutdown import exit_quickly
-
                 exit_quickly(client)  # no "Worker process still alive ..., killing" at close
                 yield ClusterHandle(
                     client,
