@@ -252,7 +252,8 @@ CASES = {
         "validate",
         2,
         "The 'n_components' parameter of PCA must be an int in the range [1, inf), a float in "
-        "the range (0.0, 1.0), a str among {'mle'} or None. Got True instead (a bool is not a number here).",
+        "the range (0.0, 1.0), a str among {'mle'} or None. Got True instead (a bool is not a "
+        "number here).",
         "7:59",
     ),
     "unterminated-param": Case(
