@@ -20,7 +20,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import pairwise_distances_argmin
 
 import ddr
-from ddr.clustering.kmeans import default_init_size, draw_sample
+from ddr.clustering._init import default_init_size, draw_sample
 from ddr.stats import KMeansSums, RowSample, compute
 from ddr.stats._input import as_rows
 from ddr.testing import counting_dask_array

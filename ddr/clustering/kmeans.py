@@ -1,40 +1,19 @@
 """k-means on data larger than memory: k-means++ on a sample, then Lloyd, one pass per iteration.
 
-**Start** (``init="k-means++"``): one pass draws a uniform sample of ``init_size`` rows
-(:class:`ddr.stats.RowSample`: each row's priority is a hash of its position and the seed, so
-the sample does not depend on the blocks); k-means++ (scikit-learn's ``kmeans_plusplus``, on
-the sample moved to its mean) picks the initial centres from it, and Lloyd's iterations on the
-sample, in memory, refine them. ``init="random"`` takes the first ``n_clusters`` rows of the
-sample (a uniform draw); an array gives the centres.
-
-**Iterations** (:func:`lloyd`): :func:`ddr.em.fit_em` with the E-step statistic
-:class:`ddr.stats.KMeansSums` (each row to its nearest centre; per cluster the count and the
-mean; the inertia; the rows farthest from their centre) and the M-step of scikit-learn's
-Lloyd iteration (the means, a cluster left empty moved to the farthest row, as scikit-learn
-does). Its "log-likelihood" is minus the inertia, which Lloyd's iterations never raise, and
-its stopping rule is ddr.em's on it; at a fixed point (no row changes cluster) the inertia
-repeats exactly, which stops the fit whatever ``tol``. Without acceleration: SQUAREM's
-extrapolated centres have no assignment to stand for.
-
-**Why a sample and not k-means||** (measured, ``benchmarks/results/mixture.md``): k-means||
-(Bahmani et al. 2012, dask-ml's default) reads the data once per oversampling round (dask-ml
-runs about ``log(initial cost)`` rounds, 5 to 8 on the benchmark data, plus one to weigh the
-candidates); the sample costs one pass whatever the data, and Lloyd's iterations on the
-sample, which read nothing, bring the start close to the optimum of the full data, so the
-full-data iterations that follow are few.
+The estimator :class:`KMeans` and its blockwise maps (``predict``, ``transform``). Where it
+starts is :mod:`ddr.clustering._init` (k-means++ on a uniform, blocking-independent sample of
+the rows, drawn in one pass; ``init="random"``: rows of that sample; an array: the centres);
+its iterations are :mod:`ddr.clustering.lloyd` (Lloyd's, one pass each, on :mod:`ddr.em`'s
+driver).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 import warnings
 from collections.abc import Hashable, Iterator
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
-import dask
-import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin
 from sklearn.exceptions import ConvergenceWarning
@@ -42,7 +21,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ddr.base import FEATURE, DDRMixin, fit_context, map_rows
-from ddr.em import EMState, fit_em
+from ddr.clustering._init import default_init_size, draw_sample, initial_centres, row_ids
+from ddr.clustering.lloyd import LloydRun, lloyd, lloyd_update, ship
 from ddr.families import FitThenTransform
 from ddr.stats import KMeansSums, RowSample, compute
 from ddr.stats._input import Rows, is_dask, is_xarray
@@ -50,9 +30,12 @@ from ddr.stats.engine import aligned
 from ddr.stats.kmeans_sums import nearest_centres
 from ddr.tags import DDRTags, unknown_passes
 
+# the start and the iterations are kept importable from here (GaussianMixture's k-means
+# start imports them from this module)
 __all__ = [
     "KMeans",
     "LloydRun",
+    "default_init_size",
     "draw_sample",
     "initial_centres",
     "lloyd",
@@ -60,277 +43,8 @@ __all__ = [
     "row_ids",
 ]
 
-logger = logging.getLogger(__name__)
-
 #: rows per sub-block of the blockwise maps (bounds the (rows, k) distances)
 _MAP_ROWS = 8192
-#: Lloyd's iterations on the sample that refine the k-means++ start (in memory, no pass)
-_SAMPLE_ITER = 100
-#: centres larger than this go into a dask graph once, as their own key
-_DELAY_BYTES = 2**16
-
-
-# ------------------------------------------------------------------------ the start
-def default_init_size(n_samples: int, n_clusters: int) -> int:
-    """The sample k-means++ starts from: ``max(3 * 1024, 100 * n_clusters)`` rows, at most
-    ``n_samples``."""
-    return int(min(n_samples, max(3 * 1024, 100 * n_clusters)))
-
-
-def row_ids(rows: Rows) -> Any:
-    """The rows' positions as an array blocked like the rows (the ids of
-    :class:`~ddr.stats.RowSample`)."""
-    n = rows.shape[0]
-    if not rows.is_lazy:
-        return np.arange(n, dtype=np.int64)
-    chunks = rows.data.chunks[0]
-    if any(np.isnan(c) for c in chunks):
-        raise ValueError(
-            "X has unknown chunk sizes; the k-means++ sample needs the rows' positions: "
-            "call X.compute_chunk_sizes() first"
-        )
-    return da.arange(n, chunks=(chunks,), dtype=np.int64)
-
-
-def draw_sample(rows: Rows, size: int, seed: int) -> RowSample:
-    """One pass: a uniform sample of ``size`` rows, the same however the rows are blocked.
-
-    Parameters
-    ----------
-    rows : Rows
-        The validated rows.
-    size : int
-        Rows to draw.
-    seed : int
-        Seeds the rows' priorities.
-
-    Returns
-    -------
-    RowSample
-    """
-    return compute(RowSample.spec(size=size, seed=seed), rows.data, row_ids(rows))
-
-
-def _kmeans_plusplus(sample: np.ndarray, k: int, rng: np.random.RandomState) -> np.ndarray:
-    """scikit-learn's k-means++ on the sample moved to its mean (distances keep their
-    digits however far the data sit from the origin)."""
-    from sklearn.cluster import kmeans_plusplus
-
-    centre = sample.mean(axis=0)
-    centres, _ = kmeans_plusplus(sample - centre, k, random_state=rng)
-    return centres + centre
-
-
-def _sample_lloyd(sample: np.ndarray, centres: np.ndarray) -> np.ndarray:
-    """Lloyd's iterations on the sample (in memory) from ``centres``, to a fixed point."""
-    from sklearn.cluster import KMeans as SkKMeans
-
-    centre = sample.mean(axis=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)  # duplicate rows in the sample
-        km = SkKMeans(
-            centres.shape[0], init=centres - centre, n_init=1, max_iter=_SAMPLE_ITER, tol=0.0
-        ).fit(sample - centre)
-    return km.cluster_centers_ + centre
-
-
-def initial_centres(
-    sample: np.ndarray, k: int, init: str, rng: np.random.RandomState, *, refine: bool = True
-) -> np.ndarray:
-    """Initial centres from the sample: k-means++ (refined by Lloyd on the sample) or
-    ``k`` rows of it.
-
-    Parameters
-    ----------
-    sample : ndarray of shape (m, d)
-        The sample's rows (a uniform draw, in random order).
-    k : int
-        Clusters.
-    init : {"k-means++", "random"}
-    rng : RandomState
-        Seeds k-means++ and the choice of rows.
-    refine : bool, default True
-        Lloyd's iterations on the sample after k-means++.
-
-    Returns
-    -------
-    ndarray of shape (k, d)
-    """
-    if init == "random":
-        return sample[np.sort(rng.choice(sample.shape[0], k, replace=False))].copy()
-    centres = _kmeans_plusplus(sample, k, rng)
-    return _sample_lloyd(sample, centres) if refine else centres
-
-
-# --------------------------------------------------------------------- iterations
-def lloyd_update(stat: KMeansSums, centres: np.ndarray) -> np.ndarray:
-    """The centres after one Lloyd iteration: scikit-learn's, from the merged sums.
-
-    Each cluster's new centre is the mean of its rows. Clusters left without rows take the
-    rows farthest from their centres, the farthest first, and those rows leave their
-    clusters (scikit-learn's ``_relocate_empty_clusters``); when every row sits on its
-    centre (more clusters than distinct rows) an empty cluster takes the place of the
-    largest one, as scikit-learn's ``_average_centers`` does.
-
-    Parameters
-    ----------
-    stat : KMeansSums
-        At ``centres``, over all rows.
-    centres : ndarray of shape (k, d)
-
-    Returns
-    -------
-    ndarray of shape (k, d)
-    """
-    counts = stat.counts.copy()
-    new = stat.means.copy()
-    empty = np.flatnonzero(counts == 0)
-    if not empty.size:
-        return new
-    far = stat.far_distance
-    if far.size and float(far.max()) > 0:
-        shift = centres.mean(axis=0)
-        sums = counts[:, None] * (stat.means - shift)
-        moved: set[int] = set()
-        for idx, cluster in enumerate(empty[: far.size]):
-            x = stat.far_rows[idx] - shift
-            old = int(stat.far_labels[idx])
-            sums[old] -= x
-            counts[old] -= 1.0
-            sums[cluster] = x
-            counts[cluster] = 1.0
-            moved.update((old, int(cluster)))
-        for c in moved:
-            if counts[c] > 0:
-                new[c] = shift + sums[c] / counts[c]
-    left = counts <= 0
-    if left.any():
-        new[left] = new[int(np.argmax(counts))]
-    return new
-
-
-class _LloydProblem:
-    """Lloyd's k-means for :func:`ddr.em.fit_em`: the parameters are the centres."""
-
-    def __init__(self, lazy: bool, scatter: str | None = None) -> None:
-        self.lazy = lazy
-        self.scatter = scatter
-        self.last: tuple[np.ndarray, KMeansSums, np.ndarray] | None = None
-
-    def statistic(self, centres: np.ndarray) -> Any:
-        return KMeansSums.spec(centres=_ship(centres, self.lazy))
-
-    def m_step(self, stat: KMeansSums, centres: np.ndarray) -> np.ndarray:
-        new = lloyd_update(stat, centres)
-        self.last = (centres, stat, new)
-        return new
-
-
-def _ship(value: np.ndarray, lazy: bool) -> Any:
-    """A large array goes into a dask graph once (a key every block task reads)."""
-    if lazy and value.nbytes > _DELAY_BYTES:
-        return dask.delayed(value, pure=True)
-    return value
-
-
-@dataclasses.dataclass(frozen=True)
-class LloydRun:
-    """The result of :func:`lloyd`.
-
-    Parameters
-    ----------
-    centres : ndarray of shape (k, d)
-        The final centres.
-    stat : KMeansSums
-        At ``centres``, over all rows: their inertia, cluster sizes (and scatters).
-    n_iter : int
-        Lloyd's iterations (passes).
-    converged : bool
-        Whether ddr.em's stopping rule was met (a fixed point meets it).
-    passes : int
-        Passes over X: the iterations, and one more when the last did not end at a fixed
-        point (or the scatters were asked for).
-    inertia_curve : ndarray of shape (n_iter,)
-        The inertia at the centres each iteration started from.
-    """
-
-    centres: np.ndarray
-    stat: KMeansSums
-    n_iter: int
-    converged: bool
-    passes: int
-    inertia_curve: np.ndarray
-
-    @property
-    def inertia(self) -> float:
-        return float(self.stat.inertia)
-
-
-def lloyd(
-    X: Any,
-    centres: np.ndarray,
-    *,
-    tol: float,
-    max_iter: int,
-    lazy: bool,
-    what: str = "KMeans (Lloyd)",
-    owner: str = "KMeans",
-    scatter: str | None = None,
-    stacklevel: int = 2,
-) -> LloydRun:
-    """Lloyd's iterations from ``centres``, one pass each, by :func:`ddr.em.fit_em`.
-
-    Parameters
-    ----------
-    X : ndarray or dask array of shape (n_samples, n_features)
-    centres : ndarray of shape (k, d)
-        Where to start.
-    tol : float
-        ddr.em's stopping rule on the inertia (relative); 0 runs to a fixed point.
-    max_iter : int
-        At most this many iterations (a ConvergenceWarning when they are not enough).
-    lazy : bool
-        Whether X is a dask array.
-    what, owner : str
-        Progress records' prefix; the estimator named in warnings.
-    scatter : {"full", "diag"} or None
-        Also each cluster's scatter about its mean at the final centres.
-    stacklevel : int
-        Of the ConvergenceWarning, counted from the caller of ``lloyd``.
-
-    Returns
-    -------
-    LloydRun
-    """
-    problem = _LloydProblem(lazy)
-    state = fit_em(
-        X,
-        problem,
-        EMState(np.asarray(centres, dtype=np.float64)),
-        tol=tol,
-        max_iter=max_iter,
-        logger=logger,
-        what=what,
-        owner=owner,
-        warm_start=False,
-        accelerate=False,
-        stacklevel=stacklevel + 1,
-    )
-    final = state.params
-    last = problem.last
-    passes = state.n_iter
-    if (
-        scatter is None
-        and last is not None
-        and final is last[2]
-        and np.array_equal(last[0], last[2])
-    ):
-        stat = last[1]  # a fixed point: the last pass was at the final centres
-    else:
-        stat = compute(KMeansSums.spec(centres=_ship(final, lazy), scatter=scatter), X)
-        passes += 1
-    curve = -np.asarray(state.loglik, dtype=np.float64)
-    return LloydRun(final, stat, state.n_iter, state.converged, passes, curve)
 
 
 # ------------------------------------------------------------------- blockwise maps
@@ -683,7 +397,7 @@ default="k-means++"
         float
         """
         rows = self._rows(X, reset=False, sample_dim=sample_dim)
-        centres = _ship(self.cluster_centers_, rows.is_lazy)
+        centres = ship(self.cluster_centers_, rows.is_lazy)
         return -float(compute(KMeansSums.spec(centres=centres), rows.data).inertia)
 
     # ---------------------------------------------------------------- persistence
