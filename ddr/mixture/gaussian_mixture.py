@@ -5,11 +5,13 @@ and full, tied, diagonal or spherical covariances with ``reg_covar`` added to th
 diagonals; the precisions are kept as Cholesky factors. The fit is :func:`ddr.em.fit_em` with
 the E-step statistic :class:`ddr.stats.GaussianMixtureSums` (responsibility-weighted counts,
 means and centred scatters per component, merged with the Chan update, and the
-log-likelihood) and scikit-learn's M-step (:func:`m_step`), so that each iteration from the
+log-likelihood) and scikit-learn's M-step (``m_step``), so that each iteration from the
 same parameters is scikit-learn's to round-off; SQUAREM accelerates it, in coordinates where
 every step stays a mixture (log-weights, means in units of the data's spread, and the
 log-diagonal and off-diagonal entries of each covariance's Cholesky factor), and never lets
-the log-likelihood fall.
+the log-likelihood fall. This module is the estimator and its starts; the parameters'
+arithmetic (M-step, precisions, the blockwise read-outs) is in ``_gaussian_math``, the EM
+problem with SQUAREM's coordinates in ``_gaussian_em``.
 
 Starts (``init_params``), as scikit-learn's, on one pass or none beyond k-means:
 
@@ -31,10 +33,7 @@ from collections.abc import Hashable
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
-import dask
 import numpy as np
-from scipy import linalg
-from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, DensityMixin
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -44,25 +43,28 @@ from ddr.base import FEATURE, DDRMixin, fit_context, map_rows
 from ddr.clustering.kmeans import default_init_size, draw_sample, initial_centres, lloyd
 from ddr.em import EMState, fit_em
 from ddr.families import LogLikelihoodScore
+from ddr.mixture._gaussian_em import MixtureEM, MixtureModel
+from ddr.mixture._gaussian_math import (
+    EPS10,
+    covariances_of,
+    m_step,
+    n_parameters,
+    prec_chol_of,
+    precision_cholesky,
+    precisions_of,
+    predict_block,
+    proba_block,
+    score_block,
+    weighted_sums,
+)
 from ddr.stats import GaussianMixtureSums
 from ddr.stats._input import Rows
-from ddr.stats.engine import aligned
-from ddr.stats.mixture_sums import COVARIANCE_TYPES, GaussianMixtureParams, weighted_log_prob
+from ddr.stats.mixture_sums import COVARIANCE_TYPES, GaussianMixtureParams
 from ddr.tags import DDRTags, unknown_passes
 
 __all__ = ["GaussianMixture", "MixtureShape", "m_step", "precision_cholesky"]
 
 logger = logging.getLogger(__name__)
-
-#: scikit-learn's floor on the components' weights: ``nk = sum_n r_nk + 10 eps``
-_EPS10 = 10 * np.finfo(np.float64).eps
-#: parameters larger than this go into a dask graph once, as their own key
-_DELAY_BYTES = 2**16
-_ILL_DEFINED = (
-    "Fitting the mixture model failed because some components have ill-defined empirical "
-    "covariance (for instance caused by singleton or collapsed samples). Try to decrease the "
-    "number of components, increase reg_covar, or scale the input data."
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,255 +81,6 @@ class MixtureShape:
     n_components: int
     n_features: int
     covariance_type: str
-
-
-# ------------------------------------------------------------------------- M-step
-def precision_cholesky(covariances: np.ndarray, covariance_type: str) -> np.ndarray:
-    """Cholesky factors of the precisions, scikit-learn's ``_compute_precision_cholesky``.
-
-    Parameters
-    ----------
-    covariances : ndarray
-        (k, d, d) full, (d, d) tied, (k, d) diag, (k,) spherical.
-    covariance_type : str
-
-    Returns
-    -------
-    ndarray
-        ``L^-T`` for ``L L^T = Sigma`` (full, tied); ``1 / sqrt(Sigma)`` (diag, spherical).
-
-    Raises
-    ------
-    ValueError
-        When a covariance is not positive definite (scikit-learn's message).
-    """
-    if covariance_type in ("full", "tied"):
-        covs = covariances if covariance_type == "full" else covariances[None]
-        out = np.empty_like(covs)
-        d = covs.shape[-1]
-        for k, cov in enumerate(covs):
-            try:
-                chol = linalg.cholesky(cov, lower=True)
-            except linalg.LinAlgError:
-                raise ValueError(_ILL_DEFINED) from None
-            out[k] = linalg.solve_triangular(chol, np.eye(d), lower=True).T
-        return out if covariance_type == "full" else out[0]
-    if np.any(np.less_equal(covariances, 0.0)):
-        raise ValueError(_ILL_DEFINED)
-    return 1.0 / np.sqrt(covariances)
-
-
-def m_step(
-    weight: np.ndarray,
-    mean: np.ndarray,
-    scatter: np.ndarray,
-    covariance_type: str,
-    reg_covar: float,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """scikit-learn's M-step from the merged sums: weights, means and covariances.
-
-    ``nk = sum_n r_nk + 10 eps``; weights ``nk / sum nk``; means ``sum_n r_nk x_n / nk``;
-    covariances the scatters over ``nk`` (tied: their sum over ``sum nk``; spherical: the
-    mean of the per-feature variances) plus ``reg_covar`` on the diagonal.
-
-    Parameters
-    ----------
-    weight : ndarray of shape (k,)
-    mean : ndarray of shape (k, d)
-    scatter : ndarray
-        As :class:`~ddr.stats.GaussianMixtureSums` holds it.
-    covariance_type : str
-    reg_covar : float
-
-    Returns
-    -------
-    weights, means, covariances : ndarray
-    """
-    nk = weight + _EPS10
-    means = (weight / nk)[:, None] * mean
-    d = mean.shape[1]
-    if covariance_type == "full":
-        covariances = scatter / nk[:, None, None]
-        covariances[:, np.arange(d), np.arange(d)] += reg_covar
-    elif covariance_type == "tied":
-        covariances = scatter[0] / nk.sum()
-        covariances.flat[:: d + 1] += reg_covar
-    else:
-        covariances = scatter / nk[:, None] + reg_covar
-        if covariance_type == "spherical":
-            covariances = covariances.mean(axis=1)
-    return nk / nk.sum(), means, covariances
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class _Model:
-    """EM's parameters: the E-step's (weights, means, precision factors) and the
-    covariances they came from."""
-
-    params: GaussianMixtureParams
-    covariances: np.ndarray
-
-
-def _model(
-    weights: np.ndarray, means: np.ndarray, covariances: np.ndarray, covariance_type: str
-) -> _Model:
-    prec = precision_cholesky(covariances, covariance_type)
-    return _Model(GaussianMixtureParams(weights, means, prec, covariance_type), covariances)
-
-
-class _EMProblem:
-    """A Gaussian mixture for :func:`ddr.em.fit_em`, with SQUAREM's coordinates."""
-
-    def __init__(self, covariance_type: str, reg_covar: float, lazy: bool, start: _Model) -> None:
-        self.ct = covariance_type
-        self.reg = reg_covar
-        self.lazy = lazy
-        # the mixture's marginal spread per feature: the unit of the means and covariances
-        p, cov = start.params, start.covariances
-        var = _diagonals(cov, self.ct, p.n_features)
-        centre = p.weights @ p.means / max(float(p.weights.sum()), np.finfo(float).tiny)
-        spread = p.weights @ (var + (p.means - centre) ** 2)
-        self.scale = np.sqrt(np.maximum(spread, np.finfo(float).tiny))
-
-    def statistic(self, model: _Model) -> Any:
-        params = model.params
-        nbytes = params.precisions_cholesky.nbytes + params.means.nbytes
-        if self.lazy and nbytes > _DELAY_BYTES:
-            return GaussianMixtureSums.spec(params=dask.delayed(params, pure=True))
-        return GaussianMixtureSums.spec(params=params)
-
-    def m_step(self, stat: GaussianMixtureSums, model: _Model) -> _Model:
-        weights, means, covs = m_step(stat.weight, stat.mean, stat.scatter, self.ct, self.reg)
-        return _model(weights, means, covs, self.ct)
-
-    # ------------------------------------------------------------- SQUAREM
-    def to_vector(self, model: _Model) -> np.ndarray:
-        p = model.params
-        parts = [np.log(p.weights), (p.means / self.scale).ravel()]
-        cov = model.covariances
-        s = self.scale
-        if self.ct in ("full", "tied"):
-            covs = cov if self.ct == "full" else cov[None]
-            low = np.tril_indices(s.shape[0], -1)
-            for c in covs:
-                L = np.linalg.cholesky(c / np.outer(s, s))
-                parts += [np.log(np.diagonal(L)), L[low]]
-        elif self.ct == "diag":
-            parts.append(0.5 * np.log(cov / s**2).ravel())
-        else:
-            parts.append(0.5 * np.log(cov / np.mean(s**2)))
-        return np.concatenate(parts)
-
-    def from_vector(self, vector: np.ndarray, model: _Model) -> _Model | None:
-        p = model.params
-        k, d = p.means.shape
-        if not np.isfinite(vector).all():
-            return None
-        logw = vector[:k]
-        weights = np.exp(logw - logsumexp(logw))
-        means = vector[k : k + k * d].reshape(k, d) * self.scale
-        rest = vector[k + k * d :]
-        s = self.scale
-        if self.ct in ("full", "tied"):
-            n_cov = k if self.ct == "full" else 1
-            low = np.tril_indices(d, -1)
-            size = d + low[0].shape[0]
-            covs = np.empty((n_cov, d, d))
-            for j in range(n_cov):
-                part = rest[j * size : (j + 1) * size]
-                L = np.diag(np.exp(part[:d]))
-                L[low] = part[d:]
-                covs[j] = (L @ L.T) * np.outer(s, s)
-            smallest = min(float(np.linalg.eigvalsh(c)[0]) for c in covs)
-            cov: np.ndarray = covs if self.ct == "full" else covs[0]
-        elif self.ct == "diag":
-            cov = np.exp(2.0 * rest.reshape(k, d)) * s**2
-            smallest = float(cov.min())
-        else:
-            cov = np.exp(2.0 * rest) * np.mean(s**2)
-            smallest = float(cov.min())
-        if not smallest >= self.reg or not np.isfinite(cov).all():
-            return None  # below what any M-step gives: not a point EM could reach
-        try:
-            return _model(weights, means, cov, self.ct)
-        except ValueError:
-            return None
-
-
-def _weighted_sums(
-    X: np.ndarray, resp: np.ndarray, covariance_type: str
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Weights, weighted means and weighted scatters of in-memory rows (as
-    :class:`~ddr.stats.GaussianMixtureSums` holds them) for given responsibilities."""
-    weight = resp.sum(axis=0)
-    mean = (resp.T @ X) / np.maximum(weight, np.finfo(float).tiny)[:, None]
-    k, d = mean.shape
-    if covariance_type in ("full", "tied"):
-        scatter = np.empty((k, d, d))
-        for j in range(k):
-            Y = X - mean[j]
-            scatter[j] = (Y * resp[:, j : j + 1]).T @ Y
-        if covariance_type == "tied":
-            scatter = scatter.sum(axis=0)[None]
-    else:
-        scatter = np.stack([resp[:, j] @ (X - mean[j]) ** 2 for j in range(k)])
-    return weight, mean, scatter
-
-
-def _diagonals(cov: np.ndarray, covariance_type: str, d: int) -> np.ndarray:
-    """Each component's variances, shape (k, d) (tied: one row)."""
-    if covariance_type == "full":
-        return np.diagonal(cov, axis1=1, axis2=2)
-    if covariance_type == "tied":
-        return np.diagonal(cov)[None]
-    if covariance_type == "diag":
-        return cov
-    return np.repeat(cov[:, None], d, axis=1)
-
-
-def _precisions(prec_chol: np.ndarray, covariance_type: str) -> np.ndarray:
-    if covariance_type == "full":
-        return np.matmul(prec_chol, np.swapaxes(prec_chol, 1, 2))
-    if covariance_type == "tied":
-        return prec_chol @ prec_chol.T
-    return prec_chol**2
-
-
-def _covariances_of(precisions: np.ndarray, covariance_type: str) -> np.ndarray:
-    if covariance_type == "full":
-        return np.stack([linalg.inv(p) for p in precisions])
-    if covariance_type == "tied":
-        return linalg.inv(precisions)
-    return 1.0 / precisions
-
-
-def _prec_chol_of(precisions: np.ndarray, covariance_type: str) -> np.ndarray:
-    """scikit-learn's ``_compute_precision_cholesky_from_precisions``."""
-    if covariance_type == "full":
-        return np.stack([linalg.cholesky(p, lower=True) for p in precisions])
-    if covariance_type == "tied":
-        return linalg.cholesky(precisions, lower=True)
-    return np.sqrt(precisions)
-
-
-# ---------------------------------------------------------------- blockwise maps
-def _proba_block(X: np.ndarray, params: GaussianMixtureParams) -> np.ndarray:
-    """Responsibilities ``p(component | x)`` of a block's rows."""
-    X, params = aligned((X, params))
-    wlp = weighted_log_prob(X, params)
-    return np.exp(wlp - logsumexp(wlp, axis=1)[:, None])
-
-
-def _predict_block(X: np.ndarray, params: GaussianMixtureParams) -> np.ndarray:
-    """The most probable component of a block's rows."""
-    X, params = aligned((X, params))
-    return np.argmax(weighted_log_prob(X, params), axis=1)
-
-
-def _score_block(X: np.ndarray, params: GaussianMixtureParams) -> np.ndarray:
-    """``log p(x)`` of a block's rows."""
-    X, params = aligned((X, params))
-    return logsumexp(weighted_log_prob(X, params), axis=1)
 
 
 # ----------------------------------------------------------------------- estimator
@@ -509,23 +262,23 @@ class GaussianMixture(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator)
 
     def _start(
         self, rows: Rows, rng: np.random.RandomState, sample: Any, inits: tuple[Any, Any, Any]
-    ) -> tuple[_Model, int]:
+    ) -> tuple[MixtureModel, int]:
         """The start of one initialisation, and the passes it read."""
         weights, means, precisions = inits
         ct = self.covariance_type
         passes = 0
         if weights is not None and means is not None and precisions is not None:
-            w0, m0, cov0 = weights, means, _covariances_of(precisions, ct)
+            w0, m0, cov0 = weights, means, covariances_of(precisions, ct)
         else:
             w0, m0, cov0, passes = self._from_init_params(rows, rng, sample)
             w0 = w0 if weights is None else weights
             m0 = m0 if means is None else means
-            cov0 = cov0 if precisions is None else _covariances_of(precisions, ct)
+            cov0 = cov0 if precisions is None else covariances_of(precisions, ct)
         if precisions is None:
             prec = precision_cholesky(cov0, ct)
         else:
-            prec = _prec_chol_of(precisions, ct)
-        return _Model(GaussianMixtureParams(w0, m0, prec, ct), cov0), passes
+            prec = prec_chol_of(precisions, ct)
+        return MixtureModel(GaussianMixtureParams(w0, m0, prec, ct), cov0), passes
 
     def _from_init_params(
         self, rows: Rows, rng: np.random.RandomState, sample: Any
@@ -552,13 +305,13 @@ class GaussianMixture(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator)
             stat = run.stat
             scatter = stat.scatter.sum(axis=0)[None] if ct == "tied" else stat.scatter
             _, m, cov = m_step(stat.counts, stat.means, scatter, ct, self.reg_covar)
-            return (stat.counts + _EPS10) / n, m, cov, run.passes
+            return (stat.counts + EPS10) / n, m, cov, run.passes
         if self.init_params == "random":
             resp = rng.uniform(size=(rows_.shape[0], k))
             resp /= resp.sum(axis=1, keepdims=True)
-            weight, mean, scatter = _weighted_sums(rows_, resp, ct)
+            weight, mean, scatter = weighted_sums(rows_, resp, ct)
             _, m, cov = m_step(weight, mean, scatter, ct, self.reg_covar)
-            return (weight + _EPS10) / rows_.shape[0], m, cov, 0
+            return (weight + EPS10) / rows_.shape[0], m, cov, 0
         if self.init_params == "k-means++":
             from sklearn.cluster import kmeans_plusplus
 
@@ -569,7 +322,7 @@ class GaussianMixture(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator)
         # one row per component: scikit-learn's one-hot responsibilities of those rows
         zero = {"full": np.zeros((k, d, d)), "tied": np.zeros((1, d, d))}.get(ct, np.zeros((k, d)))
         _, m, cov = m_step(np.ones(k), rows_[idx], zero, ct, self.reg_covar)
-        return np.full(k, (1.0 + _EPS10) / n), m, cov, 0
+        return np.full(k, (1.0 + EPS10) / n), m, cov, 0
 
     # --------------------------------------------------------------------------- fit
     @fit_context
@@ -616,7 +369,7 @@ class GaussianMixture(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator)
             else:
                 start, used = self._start(rows, rng, sample, inits)
                 passes += used
-            problem = _EMProblem(self.covariance_type, float(self.reg_covar), rows.is_lazy, start)
+            problem = MixtureEM(self.covariance_type, float(self.reg_covar), rows.is_lazy, start)
             state = fit_em(
                 rows.data,
                 problem,
@@ -632,13 +385,13 @@ class GaussianMixture(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator)
             if best is None or state.loglik[-1] > best.loglik[-1]:
                 best = state
         assert best is not None
-        model: _Model = best.params
+        model: MixtureModel = best.params
         p = model.params
         self.weights_ = p.weights
         self.means_ = p.means
         self.covariances_ = model.covariances
         self.precisions_cholesky_ = p.precisions_cholesky
-        self.precisions_ = _precisions(p.precisions_cholesky, self.covariance_type)
+        self.precisions_ = precisions_of(p.precisions_cholesky, self.covariance_type)
         self.converged_ = bool(best.converged)
         self.n_iter_ = int(best.n_iter)
         self.lower_bounds_ = np.asarray(best.loglik, dtype=np.float64) / n
@@ -669,8 +422,8 @@ class GaussianMixture(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator)
             self.weights_, self.means_, self.precisions_cholesky_, self.covariance_type
         )
 
-    def _fitted_model(self) -> _Model:
-        return _Model(self._params(), np.asarray(self.covariances_))
+    def _fitted_model(self) -> MixtureModel:
+        return MixtureModel(self._params(), np.asarray(self.covariances_))
 
     def _map(self, X: Any, sample_dim: Hashable | None, fn: Any, method: str, **kw: Any) -> Any:
         rows = self._rows(X, reset=False, sample_dim=sample_dim)
@@ -692,7 +445,7 @@ class GaussianMixture(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator)
         -------
         labels : same kind as X, shape (n_samples,)
         """
-        return self._map(X, sample_dim, _predict_block, "predict", n_out=None, dtype=np.int64)
+        return self._map(X, sample_dim, predict_block, "predict", n_out=None, dtype=np.int64)
 
     def predict_proba(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
         """Each component's posterior probability for each row (blockwise).
@@ -710,7 +463,7 @@ class GaussianMixture(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator)
         """
         k = int(self.means_.shape[0]) if hasattr(self, "means_") else None
         return self._map(
-            X, sample_dim, _proba_block, "predict_proba", n_out=k, dtype=np.float64,
+            X, sample_dim, proba_block, "predict_proba", n_out=k, dtype=np.float64,
             new_dim="component", new_coords=None if k is None else list(range(k)),
         )  # fmt: skip
 
@@ -727,16 +480,12 @@ class GaussianMixture(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator)
         -------
         log_density : same kind as X, shape (n_samples,)
         """
-        return self._map(X, sample_dim, _score_block, "score_samples", n_out=None, dtype=np.float64)
+        return self._map(X, sample_dim, score_block, "score_samples", n_out=None, dtype=np.float64)
 
     def _n_parameters(self) -> int:
         """Free parameters of the model (scikit-learn's count)."""
         k, d = self.means_.shape
-        ct = self.covariance_type
-        cov = {"full": k * d * (d + 1) / 2.0, "diag": k * d, "tied": d * (d + 1) / 2.0}.get(
-            ct, float(k)
-        )
-        return int(cov + k * d + k - 1)
+        return n_parameters(k, d, self.covariance_type)
 
     def bic(self, X: Any, *, sample_dim: Hashable | None = None) -> float:
         """Bayesian information criterion ``-2 log L + p log n`` on X (lower is better).
