@@ -372,6 +372,11 @@ class DDRTags:
     loglik_attribute : str or None, default None
         The fitted attribute holding the log-likelihood per EM iteration (what a pipeline's
         ``loglik`` plot draws).
+    cluster_sizes : callable or None, default None
+        For a clustering or mixture model: ``cluster_sizes(fitted) -> ndarray of shape
+        (n_clusters,)``, the training rows per cluster (what a pipeline's ``sizes`` plot
+        draws), e.g. KMeans's ``cluster_sizes_``; a mixture may give ``weights_`` times its
+        rows (expected rows, not necessarily whole numbers).
     checks : CheckTags
         Parameters and known failures for the conformance suites.
     """
@@ -381,6 +386,7 @@ class DDRTags:
     xarray_dims: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     translation_invariant: str | None = None
     loglik_attribute: str | None = None
+    cluster_sizes: Callable[[Any], Any] | None = None
     checks: CheckTags = dataclasses.field(default_factory=CheckTags)
 
 

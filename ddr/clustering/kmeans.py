@@ -95,6 +95,11 @@ def _n_clusters_width(n_clusters: Any) -> Any:
     return rule
 
 
+def _fitted_sizes(model: Any) -> np.ndarray:
+    """The rows per cluster a fitted KMeans kept (its final pass's counts)."""
+    return np.asarray(model.cluster_sizes_)
+
+
 def _saved_n_clusters(state: Any) -> int | None:
     centres = state.get("cluster_centers_")
     return None if centres is None else int(np.shape(centres)[0])
@@ -150,7 +155,10 @@ default="k-means++"
         Sum of the squared distances of the training rows to their cluster's centre, at
         ``cluster_centers_``.
     cluster_sizes_ : ndarray of shape (n_clusters,)
-        Training rows per cluster at ``cluster_centers_``.
+        Training rows per cluster at ``cluster_centers_`` (float64, whole numbers): the
+        counts of the fit's last pass, which assigned the rows to these centres, so no pass
+        of its own. A pipeline's ``sizes`` plot draws them. scikit-learn has no such
+        attribute (``np.bincount(labels_)`` there).
     inertia_curve_ : ndarray of shape (n_iter_,)
         The inertia at the centres each iteration started from (never increasing).
     n_iter_ : int
@@ -208,6 +216,7 @@ default="k-means++"
         tags.transformer.saved_width = _saved_n_clusters
         tags.transformer.component_prefix = "distance to cluster "
         tags.translation_invariant = "transform"
+        tags.cluster_sizes = _fitted_sizes
         tags.xarray_dims = {
             "cluster_centers_": ("cluster", FEATURE),
             "cluster_sizes_": ("cluster",),

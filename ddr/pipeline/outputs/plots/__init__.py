@@ -27,6 +27,7 @@ from ddr.pipeline.outputs.plots.confusion import (
     merge_confusion,
 )
 from ddr.pipeline.outputs.plots.loglik import LoglikPlot, draw_loglik
+from ddr.pipeline.outputs.plots.sizes import SizesPlot as SizesPlot, draw_sizes as draw_sizes
 # isort: on
 
 __all__ = [
