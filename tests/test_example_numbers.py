@@ -215,6 +215,33 @@ def check_factor_analysis(sets: list[str]) -> None:
     assert scores.dims == ("sample", "factor") and scores.shape == (4000, 10)
 
 
+def check_kmeans(sets: list[str]) -> None:
+    """The labels written are the saved model's nearest centres, the sizes and the inertia
+    those of the labels and distances written, Lloyd's iterations never raise the inertia, the
+    fit's passes are the sample, the iterations and at most one at the final centres, and the
+    inertia is within 1 % of scikit-learn's best of 10 starts in memory."""
+    from sklearn.cluster import KMeans
+
+    m = metrics("kmeans-output/metrics.json")
+    ds = opened("kmeans-output/clusters.zarr")
+    labels, D = ds["labels"].values, ds["distances"].values
+    km = ddr.load("kmeans-output/kmeans.model.zarr")
+    X = open_input("demo.zarr", "X").values
+    np.testing.assert_array_equal(labels, km.predict(X))
+    np.testing.assert_array_equal(labels, D.argmin(axis=1))
+    np.testing.assert_array_equal(m["sizes"], np.bincount(labels, minlength=km.n_clusters))
+    nearest = D[np.arange(labels.size), labels]
+    assert m["inertia"] == pytest.approx(float(nearest @ nearest), rel=1e-9)
+    curve = np.asarray(m["inertia_per_iteration"])
+    assert np.all(np.diff(curve) <= 0) and m["inertia"] <= curve[-1]
+    assert m["passes"] in (m["iterations"] + 1, m["iterations"] + 2) and m["iterations"] < 300
+    assert metrics("kmeans-output/run-summary.json")["passes"]["X"] == pytest.approx(
+        m["passes"] + 1  # predict and transform share one pass
+    )
+    sk = KMeans(km.n_clusters, n_init=10, random_state=0).fit(X.astype(np.float64))
+    assert m["inertia"] <= 1.01 * sk.inertia_, (m["inertia"], sk.inertia_)
+
+
 def check_lsa_plsa(sets: list[str]) -> None:
     """pLSA: topics are distributions over the words, document mixtures distributions over the
     topics, the log-likelihood never falls, the top-words table names each topic's most
@@ -348,6 +375,7 @@ CHECKS = {
     "apply-saved": check_apply_saved,
     "one-pass-statistics": check_one_pass,
     "lsa-plsa": check_lsa_plsa,
+    "kmeans": check_kmeans,
 }
 
 
