@@ -27,6 +27,7 @@ from ddr.pipeline.outputs.plots.confusion import (
     merge_confusion,
 )
 from ddr.pipeline.outputs.plots.loglik import LoglikPlot, draw_loglik
+from ddr.pipeline.outputs.plots.bic import BicPlot as BicPlot, draw_bic as draw_bic
 from ddr.pipeline.outputs.plots.sizes import SizesPlot as SizesPlot, draw_sizes as draw_sizes
 # isort: on
 
