@@ -15,6 +15,7 @@ EXPORTS: dict[str, str] = {
     "io": "ddr.io",
     "load": "ddr.io.models",
     "run_pipeline": "ddr.pipeline",
+    "model_selection": "ddr.model_selection",
     # linear reductions
     "StandardScaler": "ddr.preprocessing.scaler",
     "PCA": "ddr.decomposition.pca",

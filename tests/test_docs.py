@@ -19,6 +19,7 @@ import ddr.em
 import ddr.families
 import ddr.io
 import ddr.linalg
+import ddr.model_selection
 import ddr.plugins
 import ddr.stats
 import ddr.tags
@@ -54,11 +55,12 @@ def _documented() -> set[str]:
 
 def _public() -> set[str]:
     """What the API reference must show: ddr's exports, ddr.em, ddr.stats, ddr.io,
-    ddr.linalg.*, ddr.tags, ddr.families, ddr.testing, ddr.plugins."""
+    ddr.model_selection, ddr.linalg.*, ddr.tags, ddr.families, ddr.testing, ddr.plugins."""
     names = {"ddr", "ddr.em", "ddr.linalg"} | {f"ddr.{name}" for name in ddr._EXPORTS}
     names |= {f"ddr.em.{name}" for name in ddr.em.__all__}
     names |= {f"ddr.stats.{name}" for name in ddr.stats.__all__}
     names |= {f"ddr.io.{name}" for name in ddr.io.__all__}
+    names |= {f"ddr.model_selection.{name}" for name in ddr.model_selection.__all__}
     for module in (ddr.tags, ddr.families, ddr.testing, ddr.plugins):  # what plug-ins use
         names |= {module.__name__} | {f"{module.__name__}.{n}" for n in module.__all__}
     for info in pkgutil.iter_modules(ddr.linalg.__path__):

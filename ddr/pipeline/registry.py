@@ -306,7 +306,9 @@ def _build() -> dict[str, Op]:
         "A model saved with est.save (or a pipeline's model output), at a path or URL.",
     )
     for name, module in sorted(ddr._EXPORTS.items()):
-        if not module.startswith("ddr.") or module in ("ddr.stats", "ddr.io", "ddr.io.models"):
+        # subpackages exported under their own name (ddr.stats, ddr.io, ddr.model_selection)
+        # and ddr.load are not estimators
+        if not module.startswith("ddr.") or module in (f"ddr.{name}", "ddr.io.models"):
             continue
         try:
             cls = getattr(importlib.import_module(module), name)
