@@ -16,6 +16,7 @@ EXPORTS: dict[str, str] = {
     "load": "ddr.io.models",
     "run_pipeline": "ddr.pipeline",
     "model_selection": "ddr.model_selection",
+    "merge_fits": "ddr._merged_fit",
     # linear reductions
     "StandardScaler": "ddr.preprocessing.scaler",
     "PCA": "ddr.decomposition.pca",

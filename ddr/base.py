@@ -24,6 +24,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ddr._hooks import saver
+from ddr._merged_fit import MergedFitMixin
 from ddr.stats._checks import block_start, check_rows, rows_at, sum_is_finite
 from ddr.stats._input import Rows, align_to_rows, as_rows, is_sparse
 from ddr.stats.engine import aligned
@@ -35,6 +36,7 @@ __all__ = [
     "DDRTags",
     "FitPlan",
     "InvalidParameterError",
+    "MergedFitMixin",
     "check_rows",
     "fit_context",
     "get_ddr_tags",
@@ -99,15 +101,23 @@ class FitPlan:
         cores (eigh of 100 x 100: 1.2 ms on one thread, 11.6 ms on two on a busy 2-core
         machine)."""
         if _n_features(value) > _THREADED_SOLVE_FEATURES:
-            return self.finish(value)
+            return _keep_statistics(self.finish(value), value)
         from ddr.stats.engine import one_blas_thread
 
         with one_blas_thread():
-            return self.finish(value)
+            return _keep_statistics(self.finish(value), value)
 
     def run(self) -> Any:
         """Compute the statistics and finish the fit; returns the fitted estimator."""
         return self.solve(self.compute())
+
+
+def _keep_statistics(fitted: Any, value: Any) -> Any:
+    """``fitted`` keeping the statistics it was solved from where its class merges them
+    (:class:`ddr._merged_fit.MergedFitMixin`: ``partial_fit``, :func:`ddr.merge_fits`)."""
+    if isinstance(fitted, MergedFitMixin) and fitted._merges(fitted.n_features_in_):
+        setattr(fitted, fitted._statistics_attr, value)
+    return fitted
 
 
 #: statistics wider than this are solved with the client's threaded BLAS (see FitPlan.solve)
@@ -200,8 +210,8 @@ class DDRMixin:
         return renamed.get(value, value) if isinstance(value, str) else value
 
     def set_params(self, **params: Any) -> Any:
-        """scikit-learn's ``set_params``; a renamed parameter's old name still works, with a
-        FutureWarning naming the new one.
+        """Set parameters as scikit-learn's ``set_params``; a renamed parameter's old name
+        still works, with a FutureWarning naming the new one.
 
         Parameters
         ----------

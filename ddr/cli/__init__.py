@@ -1,9 +1,10 @@
 """The ``ddr`` command line: one module per command, each only its arguments and calls
 into the library.
 
-Commands: ``run``, ``validate``, ``plan``, ``inspect``, ``schema``, ``ops``, ``demo-data``,
-``version``; ``ddr COMMAND --help`` describes each. The app, the options several commands
-share and the help formatter are in :mod:`ddr.cli._app` and :mod:`ddr.cli._help`.
+Commands: ``run``, ``validate``, ``plan``, ``inspect``, ``merge``, ``schema``, ``ops``,
+``demo-data``, ``version``; ``ddr COMMAND --help`` describes each. The app, the options
+several commands share and the help formatter are in :mod:`ddr.cli._app` and
+:mod:`ddr.cli._help`.
 
 Exit codes:
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 # them
 # isort: off
 from ddr.cli._app import app
-from ddr.cli import run, validate, plan, inspect, schema, ops, demo_data, version  # noqa: F401
+from ddr.cli import run, validate, plan, inspect, merge, schema, ops, demo_data, version  # noqa: F401
 
 # isort: on
 from ddr.cli.inspect import inspect_path

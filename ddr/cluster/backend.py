@@ -116,6 +116,12 @@ class Backend(abc.ABC):
     """One kind of cluster config. Subclasses set the class attributes and override what
     differs; instances hold one validated config.
 
+    Parameters
+    ----------
+    config : ClusterSettings
+        The validated cluster config (its block of this kind's keywords, ``scale:``,
+        ``adapt:``, ``dask:``).
+
     Attributes
     ----------
     kind : str
@@ -156,24 +162,49 @@ class Backend(abc.ABC):
 
     @classmethod  # noqa: B027 (a hook: no problems beyond unknown keywords by default)
     def check_block(cls, block: dict[str, Any], doc: Document) -> None:
-        """Problems of the block beyond unknown keywords, added to ``doc``."""
+        """Add the block's problems beyond unknown keywords to ``doc``.
+
+        Parameters
+        ----------
+        block : dict
+            The config's keyword block of this kind.
+        doc : Document
+            The config file being validated: problems are added to it with their place.
+        """
 
     # --------------------------------------------------------------- running
     def preflight(self) -> None:  # noqa: B027 (a hook: nothing to check by default)
-        """Checks before anything is started; raise :class:`ClusterError`."""
+        """Check what can be checked before anything is started; raise a ``ClusterError``."""
 
     @abc.abstractmethod
     def start(self) -> contextlib.AbstractContextManager[ClusterHandle]:
-        """Start (or connect to) the cluster and give its handle (a context manager: the
-        cluster stops on exit)."""
+        """Start (or connect to) the cluster and give its handle.
+
+        Returns
+        -------
+        contextlib.AbstractContextManager of ClusterHandle
+            The handle; the cluster stops on exit.
+        """
 
     def worker_memory_limit(self) -> int | None:
-        """The ``memory_limit`` in bytes each worker will get, as far as the config says it
-        before anything is started; None when it does not (or sets none)."""
+        """Give the ``memory_limit`` in bytes each worker will get.
+
+        Returns
+        -------
+        int or None
+            As far as the config says it before anything is started; None when it does not
+            (or sets none).
+        """
         return None
 
     def workers_joined(self, client: Any) -> None:  # noqa: B027 (a hook)
-        """Called once the wanted workers joined, before the run (e.g. to check them)."""
+        """Check the workers once the wanted ones joined, before the run (a hook).
+
+        Parameters
+        ----------
+        client : distributed.Client
+            The run's client.
+        """
 
     def dry_run(self) -> str:
         """What :meth:`start` would start, without starting or writing anything."""

@@ -392,7 +392,7 @@ default="k-means++"
         )  # fmt: skip
 
     def score(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> float:
-        """Minus the inertia of X at the fitted centres (one pass over dask input).
+        """Return minus the inertia of X at the fitted centres (one pass over dask input).
 
         Parameters
         ----------

@@ -15,7 +15,7 @@ import dask.array as da
 import numpy as np
 from sklearn.utils import check_array
 
-from ddr.base import DDRMixin, FitPlan, fit_context, map_rows
+from ddr.base import DDRMixin, FitPlan, MergedFitMixin, fit_context, map_rows
 from ddr.stats import Moments, lazy
 from ddr.stats._input import Rows, align_by_coordinate, as_rows, is_dask, is_xarray
 from ddr.tags import DDRTags, always, fixed_passes, moments_pass, n_components_width, rank_limit
@@ -28,7 +28,7 @@ def _project(X: np.ndarray, weights: np.ndarray, mean: np.ndarray) -> np.ndarray
     return np.subtract(X, mean, dtype=np.float64) @ weights
 
 
-class TwoViewMixin(DDRMixin):
+class TwoViewMixin(MergedFitMixin, DDRMixin):
     """Fit and transform of estimators of two paired views.
 
     A subclass defines ``_check_width(n_samples, dx, dy) -> k`` (the number of pairs of
@@ -120,12 +120,22 @@ class TwoViewMixin(DDRMixin):
         sample_dim = fit_params.get("sample_dim")
         rows = self._rows(X, reset=True, sample_dim=sample_dim)
         yr = self._y_rows(y, rows, sample_dim)
-        n, dx, dy = rows.shape[0], rows.shape[1], yr.shape[1]
+        # a partial_fit checks the rows of every batch so far, not of this one
+        n, dx, dy = rows.shape[0] + int(self._rows_merged()), rows.shape[1], yr.shape[1]
+        if self._rows_merged() and dy != self.n_features_y_:
+            raise ValueError(
+                f"Y has {dy} features, but {type(self).__name__} was fitted with "
+                f"{self.n_features_y_} features in Y"
+            )
         k = self._check_width(n, dx, dy)
         if n < 2:
             raise ValueError(f"{type(self).__name__} needs at least 2 samples; got n_samples={n}")
         stats = lazy(Moments, self._joint(rows, yr))
         return FitPlan.over(rows, stats, lambda m: self._finish(m, dx, dy, k))
+
+    def _solve_statistics(self, value: Moments) -> Any:
+        dx, dy = self.n_features_in_, self.n_features_y_
+        return self._finish(value, dx, dy, self._check_width(int(value.count), dx, dy))
 
     # -------------------------------------------------------------- transform
     @property

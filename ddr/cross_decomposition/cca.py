@@ -128,6 +128,9 @@ class CCA(TwoViewMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         The view covariances ``Cx``, ``Cy`` of the model (ddof=1; regularised with ``reg``);
         :meth:`score_samples` reads them.
     n_components_, n_features_in_, n_features_y_ : int
+    fit_statistics_ : ddr.stats.Moments
+        The joint moments of ``[x | y]`` the model was solved from: what :meth:`partial_fit`
+        merges a batch into and :func:`ddr.merge_fits` merges.
 
     Notes
     -----

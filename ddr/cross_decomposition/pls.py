@@ -49,6 +49,9 @@ class PLSSVD(TwoViewMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     x_mean_, y_mean_, x_std_, y_std_ : ndarray
         Means and scales of the two views (scales 1 with ``scale=False``).
     n_components_, n_features_in_, n_features_y_ : int
+    fit_statistics_ : ddr.stats.Moments
+        The joint moments of ``[x | y]`` the model was solved from: what :meth:`partial_fit`
+        merges a batch into and :func:`ddr.merge_fits` merges.
 
     Notes
     -----

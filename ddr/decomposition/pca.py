@@ -168,7 +168,7 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
         (see docs/linear.md); each further iteration costs one pass and typically gains
         one to two orders of magnitude. ``"auto"`` is 3 (scikit-learn's ``"auto"``, 4 or 7
         iterations of plain subspace iteration, would cost ddr more passes for no gain:
-        block Krylov iteration converges faster). (Formerly ``n_power_iter``.)
+        block Krylov iteration converges faster). Formerly ``n_power_iter``.
     n_oversamples : int, default=10
         Extra dimensions of the randomized sketch beyond ``k``.
     power_iteration_normalizer : {"auto", "QR"}, default="auto"
@@ -417,6 +417,13 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
         return FitPlan.over(
             rows, lazy(Moments, rows.data), self._finish_moments, on_error=_raise_missing
         )
+
+    # what ddr.merge_fits asks (the covariance solver keeps its Moments; other solvers none)
+    def _fit_statistics(self) -> Moments | None:
+        return getattr(self, "moments_", None)
+
+    def _solve_statistics(self, moments: Moments) -> PCA:
+        return self._finish_moments(moments)
 
     def _finish_moments(self, moments: Moments) -> PCA:
         n, d = moments.count, moments.n_features

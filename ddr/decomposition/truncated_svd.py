@@ -22,7 +22,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ddr.base import FEATURE, FitPlan, fit_context
+from ddr.base import FEATURE, FitPlan, MergedFitMixin, fit_context
 from ddr.decomposition._pca_solvers import svd_flip_rows
 from ddr.families import Blockwise, FitThenTransform, LinearProjection, out_dtype
 from ddr.linalg.randomized import (
@@ -74,7 +74,7 @@ def _arpack(rows: Rows, k: int, tol: float, random_state: Any) -> RandomizedEigh
     return RandomizedEigh(X.shape[0], mean, trace, s[order] ** 2, vt[order].T, 1)
 
 
-class TruncatedSVD(FitThenTransform, LinearProjection, BaseEstimator):
+class TruncatedSVD(MergedFitMixin, FitThenTransform, LinearProjection, BaseEstimator):
     """Truncated SVD without centring (LSA), randomized, over dense or sparse row blocks.
 
     Parameters
@@ -93,16 +93,16 @@ class TruncatedSVD(FitThenTransform, LinearProjection, BaseEstimator):
         README); each further iteration costs one pass.
     n_oversamples : int, default=10
         Extra dimensions of each block beyond ``n_components``.
-    random_state : int, RandomState or None, default=None
-        Seeds the Gaussian test matrix (the ARPACK start with ``algorithm="arpack"``).
-    tol : float, default=0.0
-        Tolerance of ARPACK's singular values (0: machine precision); not used by the
-        randomized solver.
     power_iteration_normalizer : {"auto", "QR"}, default="auto"
         How the randomized solver normalises its power iterations: always QR
         (re-orthonormalisation against every earlier block), which both values mean.
         scikit-learn's cheaper ``"LU"`` and ``"none"`` lose the small singular values to
         round-off and are refused.
+    random_state : int, RandomState or None, default=None
+        Seeds the Gaussian test matrix (the ARPACK start with ``algorithm="arpack"``).
+    tol : float, default=0.0
+        Tolerance of ARPACK's singular values (0: machine precision); not used by the
+        randomized solver.
 
     Attributes
     ----------
@@ -122,6 +122,10 @@ class TruncatedSVD(FitThenTransform, LinearProjection, BaseEstimator):
     n_passes_ : int
         Passes made over the data.
     n_features_in_ : int
+    fit_statistics_ : ddr.stats.GramProduct
+        What a one-pass fit was solved from (``X^T X`` applied to the fixed basis); what
+        :meth:`partial_fit` merges a batch into and :func:`ddr.merge_fits` merges. Only after
+        a one-pass fit (``n_components + n_oversamples >= n_features``).
 
     Notes
     -----
@@ -190,8 +194,8 @@ class TruncatedSVD(FitThenTransform, LinearProjection, BaseEstimator):
         return randomized_passes(n_features, self._width(n_features), self.n_iter)
 
     def _one_pass(self, n_samples: Any, n_features: Any) -> bool:
-        """One pass of GramProduct (mergeable) when the first block spans every feature."""
-        return n_features is not None and self._passes(n_samples, n_features) == 1
+        """One pass of GramProduct that merges: when the first block spans every feature."""
+        return n_features is not None and self._merges(int(n_features))
 
     def _widest_pass(self, n_features: int) -> list[tuple[Any, int]]:
         from ddr.stats import GramProduct
@@ -217,18 +221,31 @@ class TruncatedSVD(FitThenTransform, LinearProjection, BaseEstimator):
     @fit_context
     def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan | None:
         """One pass when the first block spans every feature (``n_components +
-        n_oversamples >= n_features``): ``X^T X`` is then known exactly from it. None (a
-        multi-pass fit) otherwise."""
+        n_oversamples >= n_features``: ``X^T X`` is then known exactly from it) or with
+        ``n_iter=0`` (a one-pass sketch). None (a multi-pass fit) otherwise."""
         if self.algorithm == "arpack":
             return None
         rows = self._rows(X, reset=True, sample_dim=fit_params.get("sample_dim"))
         n, d = rows.shape
         if randomized_passes(d, self._width(d), self.n_iter) != 1:
             return None
-        self._check_k(float(n), d)
-        V = initial_basis(d, self._width(d), check_random_state(self.random_state))
+        self._check_k(float(n) + self._rows_merged(), d)  # a partial_fit: all rows so far
+        if self._merges(d):
+            # the basis spans R^d: any orthonormal one gives the same eigensystem, and the
+            # identity is the same for every batch of a partial_fit and every site of
+            # ddr.merge_fits, so their statistics merge
+            V = np.eye(d)
+        else:  # a sketch: its statistic depends on the draw and merges with no other
+            V = initial_basis(d, self._width(d), check_random_state(self.random_state))
         stat = lazy_pass(rows.data, V, None, centre=False)
         return FitPlan.over(rows, stat, lambda value: self._set(single_pass_eigh(value, V)))
+
+    def _merges(self, n_features: int) -> bool:
+        """The fit is one pass of statistics that merge: its first block spans R^d."""
+        return self.algorithm != "arpack" and self._width(n_features) >= n_features
+
+    def _solve_statistics(self, value: Any) -> TruncatedSVD:
+        return self._set(single_pass_eigh(value, np.eye(self.n_features_in_)))
 
     @fit_context
     def fit(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> TruncatedSVD:

@@ -11,7 +11,7 @@ from sklearn.base import BaseEstimator, DensityMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from ddr.base import DDRMixin, FitPlan, fit_context, map_rows
+from ddr.base import DDRMixin, FitPlan, MergedFitMixin, fit_context, map_rows
 from ddr.families import LogLikelihoodScore
 from ddr.generative.categories import CONTINUOUS, as_category_codes, smoothed_log_probs
 from ddr.stats import CategoricalCounts, lazy
@@ -30,7 +30,7 @@ def categorical_log_density(X: np.ndarray, table: np.ndarray) -> np.ndarray:
     return out
 
 
-class CategoricalDensity(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator):
+class CategoricalDensity(MergedFitMixin, LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator):
     """A product of categorical distributions, one per feature, by (smoothed) maximum likelihood.
 
     ``p(x) = prod_j p_j(x_j)`` with ``p_j(c) = (N_jc + alpha) / (N + alpha K_j)``: the
@@ -130,6 +130,11 @@ class CategoricalDensity(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimat
         )
         stats = lazy(CategoricalCounts, data, None, fit_params.get("sample_weight"))
         return FitPlan.over(rows, stats, self._finish)
+
+    _statistics_attr = "category_counts_"
+
+    def _solve_statistics(self, value: CategoricalCounts) -> CategoricalDensity:
+        return self._finish(value)
 
     def _finish(self, stat: CategoricalCounts) -> CategoricalDensity:
         a = self.alpha

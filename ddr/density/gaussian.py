@@ -12,7 +12,7 @@ from sklearn.base import BaseEstimator, DensityMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from ddr.base import FEATURE, DDRMixin, FitPlan, fit_context, map_rows
+from ddr.base import FEATURE, DDRMixin, FitPlan, MergedFitMixin, fit_context, map_rows
 from ddr.families import LogLikelihoodScore
 from ddr.stats import Moments, lazy
 from ddr.tags import DDRTags, always, fixed_passes, moments_pass
@@ -37,7 +37,7 @@ def gaussian_log_density(
     return const - 0.5 * np.einsum("ij,ij->i", Z, Z)
 
 
-class GaussianDensity(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator):
+class GaussianDensity(MergedFitMixin, LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator):
     """A multivariate normal fitted by maximum likelihood (or with a ``ddof`` correction).
 
     The fit is one pass of :class:`ddr.stats.Moments` (Chan merge, two-pass accuracy).
@@ -123,6 +123,11 @@ class GaussianDensity(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator)
         rows = self._rows(X, reset=True, sample_dim=fit_params.get("sample_dim"))
         w = fit_params.get("sample_weight")
         return FitPlan.over(rows, lazy(Moments, rows.data, None, w), self._finish)
+
+    _statistics_attr = "moments_"
+
+    def _solve_statistics(self, value: Moments) -> GaussianDensity:
+        return self._finish(value)
 
     def _finish(self, m: Moments) -> GaussianDensity:
         self.moments_ = m

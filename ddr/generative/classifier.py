@@ -271,6 +271,16 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC
         stats = compute(list(specs.values()), data, y, sample_weight)
         return dict(zip(specs, stats, strict=True))
 
+    # what ddr.merge_fits asks: the per-class statistics, by fitted attribute
+    def _fit_statistics(self) -> dict[str, Statistic] | None:
+        if not hasattr(self, "classes_"):
+            return None
+        return {name: getattr(self, name) for name in self._statistics()}
+
+    def _solve_statistics(self, stats: dict[str, Statistic]) -> BaseGenerativeClassifier:
+        self._store(stats)
+        return self
+
     def _store(self, stats: dict[str, Statistic]) -> None:
         for name, stat in stats.items():
             setattr(self, name, stat)

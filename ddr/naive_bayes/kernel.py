@@ -184,6 +184,9 @@ class KernelNB(BaseGenerativeClassifier):
         tags = super().__ddr_tags__()
         tags.fit.solve_params = frozenset({"priors", "var_smoothing"})
         tags.translation_invariant = "predict_proba"
+        # exact: what fit's "auto" picks for the suite's rows, and what partial_fit must
+        # then use too (its "auto" means binned: the total is unknown on the first batch)
+        tags.checks.params = {"algorithm": "exact"}
         tags.xarray_dims = {
             "bandwidth_": ("class", FEATURE),
             "class_prior_": ("class",),
@@ -216,6 +219,11 @@ class KernelNB(BaseGenerativeClassifier):
         else:
             specs["histogram_"] = Histogram.spec(n_bins=int(self.n_bins))
         return specs
+
+    def _solve_statistics(self, stats: dict[str, Statistic]) -> KernelNB:
+        # the statistics say which algorithm they were gathered for (ddr.merge_fits)
+        self.algorithm_ = "exact" if "class_samples_" in stats else "binned"
+        return super()._solve_statistics(stats)
 
     def _empty_statistics(self, classes: np.ndarray, n_features: int) -> dict[str, Statistic]:
         out: dict[str, Statistic] = {

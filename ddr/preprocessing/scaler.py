@@ -193,6 +193,13 @@ class StandardScaler(SameWidthTransformer, BaseEstimator):
         _check_some_weight(batch, sample_weight)
         return self._set(batch if first else self.moments_.merge(batch))
 
+    # what ddr.merge_fits asks
+    def _fit_statistics(self) -> Moments | None:
+        return getattr(self, "moments_", None)
+
+    def _solve_statistics(self, moments: Moments) -> StandardScaler:
+        return self._set(moments)
+
     def _set(self, moments: Moments) -> StandardScaler:
         self.moments_ = moments
         count = np.asarray(moments.count, dtype=np.float64)

@@ -133,6 +133,7 @@ def estimator_checks(estimator: BaseEstimator) -> Iterator[Check]:
     yield check_param_validation
     yield check_save_load_round_trip
     yield check_fit_plan
+    yield check_partial_fit_equals_fit
     yield check_sparse_rows
     yield check_chunking_does_not_change_the_model
     yield check_translation_invariance
@@ -310,6 +311,62 @@ def check_fit_plan(estimator: BaseEstimator) -> None:
     assert counter.passes == 1.0
     ref = fitted_output(clone(estimator), X, y, X[:30])
     assert_close(np.asarray(getattr(est, output_method(est))(X[:30])), ref, rtol=1e-10)
+
+
+def _partial_fit(est: BaseEstimator, X: Any, y: Any, classes: Any) -> BaseEstimator:
+    """``est.partial_fit`` of a batch, with ``classes`` where partial_fit takes them."""
+    kw = {"classes": classes} if "classes" in inspect.signature(est.partial_fit).parameters else {}
+    if y is not None or takes_y(est):
+        return est.partial_fit(X, y, **kw)
+    return est.partial_fit(X, **kw)
+
+
+@_quiet
+def check_partial_fit_equals_fit(estimator: BaseEstimator) -> None:
+    """A fit that is one pass of mergeable statistics (the tags' ``fit.mergeable``) has
+    ``partial_fit``; batches in any order (numpy and dask), and a model saved and loaded
+    between batches, give ``fit``'s model on all rows to 1e-12; two models fitted on
+    disjoint rows merge into it (:func:`ddr.merge_fits`) when the class keeps its
+    statistics."""
+    import ddr
+
+    X, y = suite_data(estimator)
+    n, d = X.shape
+    if not get_ddr_tags(estimator).fit.mergeable(n, d):
+        return
+    name = type(estimator).__name__
+    assert hasattr(estimator, "partial_fit"), (
+        f"{name}: fit is one mergeable pass but no partial_fit"
+    )
+    classes = None if y is None or y.ndim != 1 else np.unique(y)
+    ref = fitted_output(clone(estimator), X, y, X[:30])
+    cuts = [slice(61, n), slice(0, 17), slice(17, 61)]  # out of order, uneven
+    yb = (lambda s: None) if y is None else (lambda s: y[s])
+    est = clone(estimator)
+    for s in cuts:
+        _partial_fit(est, X[s], yb(s), classes)
+    assert_close(getattr(est, output_method(est))(X[:30]), ref, rtol=1e-12)
+    est = clone(estimator)
+    for s in cuts:
+        Xd = da.from_array(X[s], chunks=(11, -1))
+        _partial_fit(est, Xd, _labels_like(yb(s), Xd), classes)
+    got = getattr(est, output_method(est))(X[:30])
+    assert_close(np.asarray(got), ref, rtol=1e-12)
+    est = _partial_fit(clone(estimator), X[cuts[0]], yb(cuts[0]), classes)
+    with tempfile.TemporaryDirectory() as tmp:
+        est.save(Path(tmp) / "model.zarr")
+        loaded = ddr.load(Path(tmp) / "model.zarr")
+    for s in cuts[1:]:
+        _partial_fit(loaded, X[s], yb(s), classes)
+    assert_close(getattr(loaded, output_method(loaded))(X[:30]), ref, rtol=1e-12)
+    if callable(getattr(estimator, "_fit_statistics", None)):
+        halves = [slice(0, 45), slice(45, n)]
+        parts = []
+        for s in halves:
+            part = clone(estimator)
+            parts.append(part.fit(X[s], yb(s)) if takes_y(part) else part.fit(X[s]))
+        merged = ddr.merge_fits(*parts)
+        assert_close(getattr(merged, output_method(merged))(X[:30]), ref, rtol=1e-12)
 
 
 @_quiet
