@@ -21,7 +21,7 @@ def merge(
     models: Annotated[
         list[str],
         typer.Argument(
-            metavar="MODEL...",
+            metavar="MODEL",
             help="Saved models (ddr save / a pipeline's kind: model output): paths or URLs.",
             show_default=False,
         ),
