@@ -47,7 +47,7 @@ N_PASSES = 2
 class SearchPlan:
     """What a search costs, known before it runs (:meth:`GridSearchCV.plan`).
 
-    Attributes
+    Parameters
     ----------
     n_splits : int
         Folds.

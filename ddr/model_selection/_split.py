@@ -6,7 +6,7 @@ whose sizes are known on the client) and read in the same pass as every other fo
 
 - contiguous blocks (``cv=5`` or scikit-learn's ``KFold(5)`` without shuffling): the same
   folds as ``KFold``, fold ``k`` the ``k``-th block of ``n // K`` or ``n // K + 1`` rows;
-- :class:`HashKFold`: row ``i`` goes to fold ``splitmix64(i, seed) mod K``. A shuffled split
+- :class:`HashKFold`: row ``i`` goes to the fold a hash of ``(i, seed)`` picks. A shuffled split
   that does not depend on how the rows are chunked (a chunk's rows are hashed by their global
   positions), where scikit-learn's shuffled ``KFold`` draws a permutation of all ``n`` rows.
 
@@ -40,23 +40,28 @@ _BLOCK_ELEMENTS = 2**20
 def _splitmix64(index: np.ndarray, seed: int) -> np.ndarray:
     """Steele, Lea and Flood's SplitMix64 finaliser of ``index + (seed + 1) * golden``:
     every bit of the row's position and the seed reaches every bit of the hash, so that
-    consecutive rows land in unrelated folds."""
-    offset = np.uint64(((seed + 1) * _GOLDEN) & _MASK)
+    consecutive rows land in unrelated folds. In place on one buffer (a temporary per
+    operation made it 3x slower)."""
+    z = np.asarray(index, dtype=np.uint64) + np.uint64(((seed + 1) * _GOLDEN) & _MASK)
+    t = np.empty_like(z)
     with np.errstate(over="ignore"):  # arithmetic modulo 2**64 is the point
-        z = np.asarray(index, dtype=np.uint64) + offset
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))
+        for shift, factor in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
+            np.right_shift(z, np.uint64(shift), out=t)
+            z ^= t
+            z *= np.uint64(factor)
+        np.right_shift(z, np.uint64(31), out=t)
+        z ^= t
+    return z
 
 
 class HashKFold:
     """K folds by a hash of each row's position: shuffled, and the same for every chunking.
 
-    Row ``i`` (its position in ``X``, from 0) is in fold ``splitmix64(i, seed) mod
-    n_splits``. The folds do not depend on how a dask array is chunked, so cross-validation
-    scores with these folds are the same (to round-off) for every chunking of the same rows.
-    Fold sizes vary around ``n / n_splits`` (binomially) instead of differing by at most
-    one row as in ``KFold``.
+    Row ``i`` (its position in ``X``, from 0) is in fold ``floor(h * n_splits / 2**32)``,
+    ``h`` the top 32 bits of ``splitmix64(i, seed)``. The folds do not depend on how a dask
+    array is chunked, so cross-validation scores with these folds are the same (to
+    round-off) for every chunking of the same rows. Fold sizes vary around
+    ``n / n_splits`` (binomially) instead of differing by at most one row as in ``KFold``.
 
     It also works as a splitter for scikit-learn (``split``, ``get_n_splits``), so that
     scikit-learn's ``GridSearchCV(cv=HashKFold(...))`` on in-memory data uses the same folds.
@@ -71,8 +76,8 @@ class HashKFold:
     Examples
     --------
     >>> from ddr.model_selection import HashKFold
-    >>> HashKFold(3, seed=1).fold_of([0, 1, 2, 3, 4, 5]).tolist()
-    [0, 1, 1, 0, 2, 2]
+    >>> HashKFold(3, seed=2).fold_of(range(8)).tolist()
+    [0, 2, 1, 1, 2, 0, 0, 2]
     """
 
     def __init__(self, n_splits: int = 5, *, seed: int = 0) -> None:
@@ -99,7 +104,12 @@ class HashKFold:
             Folds, in ``0 .. n_splits - 1``.
         """
         h = _splitmix64(np.asarray(index), self.seed)
-        return np.remainder(h, np.uint64(self.n_splits)).astype(np.int64)
+        # the top 32 bits times n_splits, over 2**32 (Lemire's reduction): uniform to 2**-32
+        # and several times faster than a 64-bit remainder
+        h >>= np.uint64(32)
+        h *= np.uint64(self.n_splits)
+        h >>= np.uint64(32)
+        return h.astype(np.int64)
 
     def get_n_splits(self, X: Any = None, y: Any = None, groups: Any = None) -> int:
         """The number of folds (scikit-learn's splitter API).
