@@ -159,8 +159,9 @@ default="k-means++"
         counts of the fit's last pass, which assigned the rows to these centres, so no pass
         of its own. A pipeline's ``sizes`` plot draws them. scikit-learn has no such
         attribute (``np.bincount(labels_)`` there).
-    inertia_curve_ : ndarray of shape (n_iter_,)
-        The inertia at the centres each iteration started from (never increasing).
+    inertia_curve_ : ndarray of shape (n_iter,)
+        The inertia at the centres each iteration started from (never increasing), one per
+        iteration (``n_iter_`` of them).
     n_iter_ : int
         Lloyd's iterations of the kept initialisation.
     n_passes_ : int
