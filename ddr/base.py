@@ -37,6 +37,8 @@ __all__ = [
     "FitPlan",
     "InvalidParameterError",
     "MergedFitMixin",
+    "SAMPLE_WEIGHT_CHECKS",
+    "check_some_weight",
     "check_rows",
     "fit_context",
     "get_ddr_tags",
@@ -118,6 +120,36 @@ def _keep_statistics(fitted: Any, value: Any) -> Any:
     if isinstance(fitted, MergedFitMixin) and fitted._merges(fitted.n_features_in_):
         setattr(fitted, fitted._statistics_attr, value)
     return fitted
+
+
+#: scikit-learn's estimator checks of ``sample_weight`` (an estimator that takes weights only
+#: with some parameters declares them expected failures with the others)
+SAMPLE_WEIGHT_CHECKS = (
+    "check_sample_weights_pandas_series",
+    "check_sample_weights_not_an_array",
+    "check_sample_weights_list",
+    "check_sample_weights_shape",
+    "check_sample_weights_not_overwritten",
+    "check_all_zero_sample_weights_error",
+    "check_sample_weight_equivalence_on_dense_data",
+    "check_sample_weight_equivalence_on_sparse_data",
+)
+
+
+def check_some_weight(total: Any, owner: str) -> None:
+    """Refuse frequency weights that sum to zero: there is no model of no rows.
+
+    Parameters
+    ----------
+    total : float or ndarray
+        The summed weight (per feature or class: refused when none is positive).
+    owner : str
+        Who says it (the estimator's name).
+    """
+    if not np.any(np.asarray(total) > 0):
+        raise ValueError(
+            f"{owner}: the sample weights are all zero; at least one row needs a positive weight"
+        )
 
 
 #: statistics wider than this are solved with the client's threaded BLAS (see FitPlan.solve)

@@ -55,7 +55,8 @@ def _documented() -> set[str]:
 
 def _public() -> set[str]:
     """What the API reference must show: ddr's exports, ddr.em, ddr.stats, ddr.io,
-    ddr.model_selection, ddr.linalg.*, ddr.tags, ddr.families, ddr.testing, ddr.plugins."""
+    ddr.model_selection, ddr.linalg.*, ddr.tags, ddr.families, ddr.testing, ddr.plugins, and
+    the base class a cluster backend plug-in subclasses."""
     names = {"ddr", "ddr.em", "ddr.linalg"} | {f"ddr.{name}" for name in ddr._EXPORTS}
     names |= {f"ddr.em.{name}" for name in ddr.em.__all__}
     names |= {f"ddr.stats.{name}" for name in ddr.stats.__all__}
@@ -63,6 +64,7 @@ def _public() -> set[str]:
     names |= {f"ddr.model_selection.{name}" for name in ddr.model_selection.__all__}
     for module in (ddr.tags, ddr.families, ddr.testing, ddr.plugins):  # what plug-ins use
         names |= {module.__name__} | {f"{module.__name__}.{n}" for n in module.__all__}
+    names |= {"ddr.cluster.backend", "ddr.cluster.backend.Backend"}  # backend plug-ins
     for info in pkgutil.iter_modules(ddr.linalg.__path__):
         if not info.name.startswith("_"):
             module = importlib.import_module(f"ddr.linalg.{info.name}")

@@ -15,7 +15,7 @@ import dask.array as da
 import numpy as np
 from sklearn.utils import check_array
 
-from ddr.base import DDRMixin, FitPlan, MergedFitMixin, fit_context, map_rows
+from ddr.base import DDRMixin, FitPlan, MergedFitMixin, check_some_weight, fit_context, map_rows
 from ddr.stats import Moments, lazy
 from ddr.stats._input import Rows, align_by_coordinate, as_rows, is_dask, is_xarray
 from ddr.tags import DDRTags, always, fixed_passes, moments_pass, n_components_width, rank_limit
@@ -98,7 +98,9 @@ class TwoViewMixin(MergedFitMixin, DDRMixin):
 
     # -------------------------------------------------------------------- fit
     @fit_context
-    def fit(self, X: Any, y: Any, *, sample_dim: Hashable | None = None) -> Any:
+    def fit(
+        self, X: Any, y: Any, sample_weight: Any = None, *, sample_dim: Hashable | None = None
+    ) -> Any:
         """Fit from one pass of the joint moments of the paired views.
 
         Parameters
@@ -106,6 +108,9 @@ class TwoViewMixin(MergedFitMixin, DDRMixin):
         X : array-like, dask array or DataArray of shape (n_samples, n_features_x)
         y : array-like, dask array or DataArray of shape (n_samples, n_features_y)
             The second view Y (1-D is taken as one feature).
+        sample_weight : array-like or dask array of shape (n_samples,), optional
+            Non-negative frequency weights of the pairs (a weight of 2 gives the model of
+            the pair repeated, 0 the model without it).
         sample_dim : hashable, optional
             The sample dim of DataArray inputs.
 
@@ -113,7 +118,7 @@ class TwoViewMixin(MergedFitMixin, DDRMixin):
         -------
         self
         """
-        return self._fit_plan(X, y, sample_dim=sample_dim).run()
+        return self._fit_plan(X, y, sample_weight=sample_weight, sample_dim=sample_dim).run()
 
     @fit_context
     def _fit_plan(self, X: Any, y: Any = None, **fit_params: Any) -> FitPlan:
@@ -127,14 +132,17 @@ class TwoViewMixin(MergedFitMixin, DDRMixin):
                 f"Y has {dy} features, but {type(self).__name__} was fitted with "
                 f"{self.n_features_y_} features in Y"
             )
-        k = self._check_width(n, dx, dy)
+        self._check_width(n, dx, dy)  # refused before any read; the solve checks the count
         if n < 2:
             raise ValueError(f"{type(self).__name__} needs at least 2 samples; got n_samples={n}")
-        stats = lazy(Moments, self._joint(rows, yr))
-        return FitPlan.over(rows, stats, lambda m: self._finish(m, dx, dy, k))
+        stats = lazy(Moments, self._joint(rows, yr), None, fit_params.get("sample_weight"))
+        return FitPlan.over(rows, stats, lambda m: self._solve_statistics(m))
 
     def _solve_statistics(self, value: Moments) -> Any:
-        dx, dy = self.n_features_in_, self.n_features_y_
+        check_some_weight(value.count, type(self).__name__)
+        dx = self.n_features_in_
+        # n_features_y_ is set by the solve: the width of Y is what the moments hold beyond X
+        dy = value.n_features - dx
         return self._finish(value, dx, dy, self._check_width(int(value.count), dx, dy))
 
     # -------------------------------------------------------------- transform

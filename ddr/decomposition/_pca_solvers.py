@@ -50,7 +50,7 @@ class Spectrum:
 
     Attributes
     ----------
-    n_samples : int
+    n_samples : int or float
     mean : ndarray of shape (n_features,)
     total_variance : float
         Trace of the covariance (ddof=1): the denominator of explained-variance ratios.
@@ -64,7 +64,7 @@ class Spectrum:
         randomized solver).
     """
 
-    n_samples: int
+    n_samples: int | float
     mean: np.ndarray
     total_variance: float
     variances: np.ndarray
@@ -88,7 +88,8 @@ def solve_covariance(moments: Moments, n_top: int | None) -> Spectrum:
     n_top : int or None
         The number of leading eigenpairs wanted, or None for all ``min(n, d)`` of them.
     """
-    n = int(moments.count)
+    count = float(moments.count)  # frequency weights may sum to a fraction
+    n = int(count)
     cov = moments.covariance(ddof=1)
     d = cov.shape[0]
     total = float(np.maximum(np.diagonal(cov), 0.0).sum())
@@ -101,7 +102,8 @@ def solve_covariance(moments: Moments, n_top: int | None) -> Spectrum:
         lam, vec = scipy.linalg.eigh(cov, driver="evd", check_finite=False)
     lam, vec = lam[::-1][:keep], vec[:, ::-1][:, :keep]
     comps = svd_flip_rows(np.ascontiguousarray(vec.T))
-    return Spectrum(n, moments.mean, total, np.maximum(lam, 0.0), comps, keep)
+    n_samples = n if count.is_integer() else count
+    return Spectrum(n_samples, moments.mean, total, np.maximum(lam, 0.0), comps, keep)
 
 
 def solve_exact(X: np.ndarray, n_top: int | None) -> Spectrum:

@@ -40,7 +40,15 @@ from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from ddr.base import FEATURE, FitPlan, InvalidParameterError, fit_context, map_rows
+from ddr.base import (
+    FEATURE,
+    SAMPLE_WEIGHT_CHECKS,
+    FitPlan,
+    InvalidParameterError,
+    check_some_weight,
+    fit_context,
+    map_rows,
+)
 from ddr.decomposition._pca_solvers import (
     Spectrum,
     mle_dimension,
@@ -195,7 +203,8 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
         The probabilistic PCA noise: the mean variance of the discarded directions,
         ``(total - sum(explained_variance_)) / (min(n_samples_, n_features) - n_components_)``.
     n_components_ : int
-    n_samples_ : int
+    n_samples_ : int or float
+        The rows fitted (the sum of ``sample_weight`` when given: a float where it is one).
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (n_features,)
         Defined when X has string feature names.
@@ -277,6 +286,18 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
             if solver in ("full", "arpack")
             else None
         )
+        if solver not in ("auto", "covariance_eigh"):
+            # weights enter the Moments of the covariance solver only
+            why = f"sample_weight needs the covariance solver, not svd_solver={solver!r}"
+            tags.checks.expected_failed_checks = dict.fromkeys(SAMPLE_WEIGHT_CHECKS, why)
+        elif self.n_components is None:
+            tags.checks.expected_failed_checks = {
+                "check_sample_weight_equivalence_on_dense_data": (
+                    "n_components=None keeps components past the rank of the check's rows, "
+                    "any orthonormal basis of their null space (tests/test_sample_weight.py "
+                    "checks the weights on the components the data determine)"
+                )
+            }
         assert tags.transformer is not None
         tags.transformer.component_prefix = "PC"
         tags.transformer.n_components_limit = rank_limit
@@ -351,7 +372,14 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
 
     # -------------------------------------------------------------------- fit
     @fit_context
-    def fit(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> PCA:
+    def fit(
+        self,
+        X: Any,
+        y: Any = None,
+        sample_weight: Any = None,
+        *,
+        sample_dim: Hashable | None = None,
+    ) -> PCA:
         """Fit the principal components of X.
 
         Parameters
@@ -360,6 +388,11 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
             Complete data (no NaN); dask chunks must hold whole rows. Integers are upcast
             to float64.
         y : ignored
+        sample_weight : array-like or dask array of shape (n_samples,), optional
+            Non-negative frequency weights (a weight of 2 gives the model of the row
+            repeated, 0 the model without it; ``n_samples_`` is then their sum). The
+            covariance solver only (``svd_solver="covariance_eigh"``, or ``"auto"`` up to
+            ``AUTO_COVARIANCE_MAX_FEATURES`` features).
         sample_dim : hashable, optional
             The sample dim of a DataArray X (default: its first dim).
 
@@ -370,7 +403,13 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
         rows = self._validated_rows(X, sample_dim)
         solver = self._resolve_solver(rows.shape[1])
         if solver == "covariance_eigh":
-            return self._covariance_plan(rows).run()
+            return self._covariance_plan(rows, sample_weight).run()
+        if sample_weight is not None:
+            raise ValueError(
+                "sample_weight needs the covariance solver (svd_solver='covariance_eigh', or "
+                f"'auto' with n_features <= {AUTO_COVARIANCE_MAX_FEATURES}); got "
+                f"svd_solver={self.svd_solver!r} with n_features={rows.shape[1]}"
+            )
         if solver in ("full", "arpack"):
             data = rows.data.compute() if is_dask(rows.data) else rows.data
             _check_complete(data)
@@ -410,13 +449,13 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
         rows = self._validated_rows(X, fit_params.get("sample_dim"))
         if self._resolve_solver(rows.shape[1]) != "covariance_eigh":
             return None
-        return self._covariance_plan(rows)
+        return self._covariance_plan(rows, fit_params.get("sample_weight"))
 
-    def _covariance_plan(self, rows: Any) -> FitPlan:
-        self._check_k(rows.shape[0], rows.shape[1], "covariance_eigh")
-        return FitPlan.over(
-            rows, lazy(Moments, rows.data), self._finish_moments, on_error=_raise_missing
-        )
+    def _covariance_plan(self, rows: Any, sample_weight: Any = None) -> FitPlan:
+        if sample_weight is None:  # with weights the solve checks their sum
+            self._check_k(rows.shape[0], rows.shape[1], "covariance_eigh")
+        stats = lazy(Moments, rows.data, None, sample_weight)
+        return FitPlan.over(rows, stats, self._finish_moments, on_error=_raise_missing)
 
     # what ddr.merge_fits asks (the covariance solver keeps its Moments; other solvers none)
     def _fit_statistics(self) -> Moments | None:
@@ -426,6 +465,7 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
         return self._finish_moments(moments)
 
     def _finish_moments(self, moments: Moments) -> PCA:
+        check_some_weight(moments.count, "PCA")
         n, d = moments.count, moments.n_features
         self._check_k(n, d, "covariance_eigh")
         spec = solve_covariance(moments, self._n_top(n, d, "covariance_eigh"))
@@ -476,7 +516,14 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
 
     @available_if(_covariance_solver)
     @fit_context
-    def partial_fit(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> PCA:
+    def partial_fit(
+        self,
+        X: Any,
+        y: Any = None,
+        sample_weight: Any = None,
+        *,
+        sample_dim: Hashable | None = None,
+    ) -> PCA:
         """Merge the moments of a batch into the model and solve again (covariance solver).
 
         One pass over the batch. The model after any sequence of batches equals the model
@@ -488,6 +535,8 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
         ----------
         X : array-like, dask array or DataArray of shape (n_samples, n_features)
         y : ignored
+        sample_weight : array-like or dask array of shape (n_samples,), optional
+            Non-negative frequency weights (as for :meth:`fit`).
         sample_dim : hashable, optional
 
         Returns
@@ -507,7 +556,7 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
                 f"n_features={rows.shape[1]}"
             )
         try:
-            (batch,) = dask.compute(lazy(Moments, rows.data))
+            (batch,) = dask.compute(lazy(Moments, rows.data, None, sample_weight))
         except ValueError as exc:
             _raise_missing(exc)
             raise
@@ -539,7 +588,8 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
                     )
                 k_ = spec.n_reliable
         ev = spec.variances[:k_]
-        self.n_samples_ = int(n)
+        # frequency weights may sum to a fraction: keep it (an int for rows and integer weights)
+        self.n_samples_ = int(n) if float(n).is_integer() else float(n)
         self.mean_ = spec.mean
         self.components_ = np.ascontiguousarray(spec.components[:k_])
         self.explained_variance_ = ev.copy()

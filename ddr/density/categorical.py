@@ -11,7 +11,14 @@ from sklearn.base import BaseEstimator, DensityMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from ddr.base import DDRMixin, FitPlan, MergedFitMixin, fit_context, map_rows
+from ddr.base import (
+    DDRMixin,
+    FitPlan,
+    MergedFitMixin,
+    check_some_weight,
+    fit_context,
+    map_rows,
+)
 from ddr.families import LogLikelihoodScore
 from ddr.generative.categories import CONTINUOUS, as_category_codes, smoothed_log_probs
 from ddr.stats import CategoricalCounts, lazy
@@ -146,8 +153,7 @@ class CategoricalDensity(MergedFitMixin, LogLikelihoodScore, DDRMixin, DensityMi
             n_cat = np.maximum(seen, np.asarray(self.min_categories)).astype(np.int64)
         self.n_categories_ = n_cat
         total = stat.counts.sum(axis=(0, 2))[0] if stat.counts.size else 0.0
-        if total <= 0:
-            raise ValueError("sample_weight: the weights are all zero; at least one must be > 0")
+        check_some_weight(total, "CategoricalDensity")
         cc, lp, unseen = smoothed_log_probs(stat.counts, n_cat, float(a))
         self.category_count_ = [c[0] for c in cc]
         self.feature_log_prob_ = [p[0] for p in lp]

@@ -12,7 +12,15 @@ from sklearn.base import BaseEstimator, DensityMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from ddr.base import FEATURE, DDRMixin, FitPlan, MergedFitMixin, fit_context, map_rows
+from ddr.base import (
+    FEATURE,
+    DDRMixin,
+    FitPlan,
+    MergedFitMixin,
+    check_some_weight,
+    fit_context,
+    map_rows,
+)
 from ddr.families import LogLikelihoodScore
 from ddr.stats import Moments, lazy
 from ddr.tags import DDRTags, always, fixed_passes, moments_pass
@@ -131,8 +139,7 @@ class GaussianDensity(MergedFitMixin, LogLikelihoodScore, DDRMixin, DensityMixin
 
     def _finish(self, m: Moments) -> GaussianDensity:
         self.moments_ = m
-        if m.count <= 0:
-            raise ValueError("sample_weight: the weights are all zero; at least one must be > 0")
+        check_some_weight(m.count, "GaussianDensity")
         if m.count - self.ddof <= 0:
             raise ValueError(
                 f"GaussianDensity needs more than ddof={self.ddof} samples; got "

@@ -16,7 +16,14 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ddr.base import DDRMixin, FitPlan, InvalidParameterError, fit_context, map_rows
+from ddr.base import (
+    DDRMixin,
+    FitPlan,
+    InvalidParameterError,
+    check_some_weight,
+    fit_context,
+    map_rows,
+)
 from ddr.density._bandwidth import (
     RULES,
     SCALINGS,
@@ -299,8 +306,7 @@ class KernelDensity(LogLikelihoodScore, DDRMixin, BaseEstimator):
     def _finish(self, rows: Rows, sample_weight: Any, stats: Any) -> KernelDensity:
         d = rows.shape[1]
         self.moments_, self.weight_sums_ = stats[0], stats[1]
-        if self.weight_sums_.sum_w <= 0:
-            raise ValueError("sample_weight: the weights are all zero; at least one must be > 0")
+        check_some_weight(self.weight_sums_.sum_w, "KernelDensity")
         for name in ("histogram_", "X_fit_", "sample_weight_fit_"):
             if hasattr(self, name):
                 delattr(self, name)

@@ -78,13 +78,18 @@ class DiscriminantBase(BaseGenerativeClassifier):
             del self.fourth_moments_
 
     @fit_context
-    def fit(self, X: Any, y: Any, *, sample_dim: Hashable | None = None) -> DiscriminantBase:
+    def fit(
+        self, X: Any, y: Any, sample_weight: Any = None, *, sample_dim: Hashable | None = None
+    ) -> DiscriminantBase:
         """Fit in one pass over the rows of ``X``.
 
         Parameters
         ----------
         X : array-like, dask array or DataArray of shape (n_samples, n_features)
         y : array-like or dask array of shape (n_samples,)
+        sample_weight : array-like or dask array of shape (n_samples,), optional
+            Non-negative frequency weights: a weight of 2 gives the model of the row
+            repeated, 0 the model without it (class means, covariances and priors).
         sample_dim : hashable, optional
             The sample dimension of a DataArray ``X``.
 
@@ -92,11 +97,17 @@ class DiscriminantBase(BaseGenerativeClassifier):
         -------
         self
         """
-        return super().fit(X, y, sample_dim=sample_dim)
+        return super().fit(X, y, sample_weight, sample_dim=sample_dim)
 
     @fit_context
     def partial_fit(
-        self, X: Any, y: Any, classes: Any = None, *, sample_dim: Hashable | None = None
+        self,
+        X: Any,
+        y: Any,
+        classes: Any = None,
+        sample_weight: Any = None,
+        *,
+        sample_dim: Hashable | None = None,
     ) -> DiscriminantBase:
         """Merge the statistics of a batch into the stored ones and solve again.
 
@@ -109,6 +120,8 @@ class DiscriminantBase(BaseGenerativeClassifier):
             Class labels.
         classes : array-like of shape (n_classes,), optional
             Every class label; required on the first call.
+        sample_weight : array-like or dask array of shape (n_samples,), optional
+            Non-negative frequency weights (as for :meth:`fit`).
         sample_dim : hashable, optional
             The sample dim of a DataArray X (default: its first dim).
 
@@ -116,7 +129,7 @@ class DiscriminantBase(BaseGenerativeClassifier):
         -------
         self
         """
-        return super().partial_fit(X, y, classes, sample_dim=sample_dim)
+        return super().partial_fit(X, y, classes, sample_weight, sample_dim=sample_dim)
 
     # ------------------------------------------------------------------ helpers
     def _class_covariance(self, k: int, shrinkage: Any) -> np.ndarray:

@@ -48,7 +48,7 @@ from sklearn.metrics import accuracy_score
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from ddr.base import FEATURE, DDRMixin, FitPlan, fit_context, map_rows
+from ddr.base import FEATURE, DDRMixin, FitPlan, check_some_weight, fit_context, map_rows
 from ddr.stats import compute, lazy
 from ddr.stats._checks import check_labels, label_kind
 from ddr.stats._input import Rows, is_dask, is_xarray
@@ -335,11 +335,7 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC
     def _finish_fit(self, specs: dict[str, StatSpec], value: Any) -> BaseGenerativeClassifier:
         stats = dict(zip(specs, value, strict=True))
         counts = self._class_counts(stats)
-        if not np.any(counts > 0):
-            raise ValueError(
-                f"{type(self).__name__}: the sample weights are all zero; at least one sample "
-                "needs a positive weight"
-            )
+        check_some_weight(counts, type(self).__name__)
         classes = np.asarray(next(iter(stats.values())).classes)
         seen = classes[counts > 0]
         if seen.shape[0] < 2:
