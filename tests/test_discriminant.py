@@ -122,6 +122,35 @@ def test_qda_few_samples_per_class_with_reg_param(rng):
         np.testing.assert_allclose(np.sort(est.scalings_[k]), np.linalg.eigvalsh(cov), rtol=1e-10)
 
 
+def test_qda_far_class_and_tiles_match_sklearn(rng, monkeypatch):
+    """The classes near the training mean share one GEMM through it; a class whose mean lies
+    millions of its standard deviations away is centred on its own mean (through the
+    training mean its own rows lose 5 digits: 5e-10 off here). Both over tiles of 256
+    rows, on a 1e6 offset, float32 blocks as their float64 copies: scikit-learn's numbers."""
+    from ddr.generative import classifier
+
+    monkeypatch.setattr(classifier, "TILE_BYTES", 1)
+    y = rng.integers(0, 2, size=1000)
+    X = rng.standard_normal((1000, 4)) + 3 * y[:, None]
+    y[:12] = 2  # a rare, tight class far away: the training mean stays near the other two
+    X[:12] = 1e3 + 1e-3 * rng.standard_normal((12, 4))
+    X += 1e6
+    est, ref = fit_both(ddr.QuadraticDiscriminantAnalysis,
+                        skda.QuadraticDiscriminantAnalysis, {"tol": 1e-12}, X, y)  # fmt: skip
+    params = est._jll()[1]
+    W, near, far, far_W = params[1], params[3], params[5], params[7]
+    assert near.tolist() == [0, 1] and far.tolist() == [2]
+    assert W.shape == (4, 8) and far_W.shape == (1, 4, 4)
+    assert_same_probabilities(est, ref, X)
+    dec, ref_dec = est.decision_function(X), ref.decision_function(X)
+    np.testing.assert_allclose(dec, ref_dec, rtol=1e-8)
+    np.testing.assert_allclose(dec[:12, 2], ref_dec[:12, 2], rtol=0, atol=1e-12)
+    X32 = X.astype(np.float32)
+    np.testing.assert_allclose(
+        est.predict_log_proba(X32), est.predict_log_proba(X32.astype(np.float64)), rtol=1e-12
+    )
+
+
 # ---------------------------------------------------------------------------------- LDA
 LDA_SOLVERS = [
     {},

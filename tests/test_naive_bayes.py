@@ -296,6 +296,29 @@ def test_constant_features_have_a_variance_floor(rng):
         ddr.GaussianNB(var_smoothing=0).fit(X, y)
 
 
+def test_gaussian_nb_tiles_and_float32_blocks(rng, monkeypatch):
+    """Predictions run over tiles of rows (the smallest, 256 rows, the last one short here)
+    with a stiff feature (a class variance tiny beside the feature's spread, summed apart):
+    scikit-learn's probabilities, and a float32 block gives what its float64 copy gives."""
+    from ddr.generative import classifier
+
+    X, y = blobs(rng, n=1000, k=3, offset=1e3)
+    X[y == 1, 4] = X[y == 1, 4].mean() + 1e-5 * rng.standard_normal(np.sum(y == 1))
+    whole = ddr.GaussianNB().fit(X, y).predict_log_proba(X)
+    monkeypatch.setattr(classifier, "TILE_BYTES", 1)
+    assert classifier.tile_rows(2 * X.shape[1]) == 256
+    est, ref = ddr.GaussianNB().fit(X, y), sknb.GaussianNB().fit(X, y)
+    assert est._jll()[1][3].tolist() == [4]  # the stiff feature
+    assert_same_probabilities(est, ref, X)
+    np.testing.assert_allclose(est.predict_log_proba(X), whole, rtol=1e-12, atol=1e-12)
+    X32 = X.astype(np.float32)
+    est32 = ddr.GaussianNB().fit(X32, y)
+    np.testing.assert_allclose(
+        est32.predict_proba(X32), est32.predict_proba(X32.astype(np.float64)), rtol=1e-12
+    )
+    np.testing.assert_array_equal(est32.predict(X32), est32.predict(X32.astype(np.float64)))
+
+
 def test_bad_parameters_name_what_was_given(rng):
     X, y = blobs(rng, n=100, k=2)
     with pytest.raises(ValueError, match="The 'var_smoothing' parameter of"):

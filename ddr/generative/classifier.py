@@ -42,7 +42,6 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
-from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.metrics import accuracy_score
 from sklearn.utils.multiclass import check_classification_targets
@@ -68,6 +67,7 @@ __all__ = [
     "log_proba_block",
     "predict_block",
     "proba_block",
+    "tile_rows",
 ]
 
 
@@ -113,17 +113,59 @@ def check_some_class_possible(j: np.ndarray) -> np.ndarray:
     return j
 
 
+#: float64 scratch bytes a row tile of a blockwise joint log-likelihood aims at: its
+#: temporaries then stay in a core's cache between the steps that make and use them (a
+#: float64 temporary of the whole block per step made GaussianNB.predict of a 100 000 x 100
+#: float32 chunk take 98 ms on one core, against 60 ms in tiles)
+TILE_BYTES = 2**20
+
+
+def tile_rows(width: int) -> int:
+    """Rows of a tile of a blockwise computation that keeps ``width`` float64 values a row.
+
+    At least 256 rows, so that a GEMM against a large matrix (QDA's whitening on thousands
+    of features) reads that matrix once for many rows.
+
+    Parameters
+    ----------
+    width : int
+        float64 values of scratch per row of the tile.
+
+    Returns
+    -------
+    int
+    """
+    return max(256, TILE_BYTES // (8 * max(width, 1)))
+
+
+def _max_and_sum_exp(j: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(top, e, s)``: each row's largest finite-or-zero value, ``exp(j - top)`` and its
+    row sums, as ``scipy.special.logsumexp`` shifts them (a non-finite maximum is replaced by
+    0); done here on the small (n_block, n_classes) array without scipy's generic checks,
+    which cost more than the exponentials."""
+    top = j.max(axis=1, keepdims=True)
+    top[~np.isfinite(top)] = 0.0
+    e = np.exp(j - top)
+    return top, e, e.sum(axis=1, keepdims=True)
+
+
 def log_proba_block(X: np.ndarray, jll: Callable, params: tuple) -> np.ndarray:
     """Log posterior ``log p(c | x)`` of a block, normalised by log-sum-exp; a ValueError for
     rows that no class can have produced (:func:`check_some_class_possible`)."""
     j = check_some_class_possible(jll(X, *params))
-    with np.errstate(invalid="ignore"):
-        return j - logsumexp(j, axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        top, _, s = _max_and_sum_exp(j)
+        return j - (top + np.log(s))
 
 
 def proba_block(X: np.ndarray, jll: Callable, params: tuple) -> np.ndarray:
-    """Posterior ``p(c | x)`` of a block."""
-    return np.exp(log_proba_block(X, jll, params))
+    """Posterior ``p(c | x)`` of a block: ``exp(j - top) / sum`` (one exponential a value,
+    no logarithm)."""
+    j = check_some_class_possible(jll(X, *params))
+    with np.errstate(invalid="ignore"):
+        _, e, s = _max_and_sum_exp(j)
+        e /= s
+    return e
 
 
 def predict_block(X: np.ndarray, jll: Callable, params: tuple, classes: np.ndarray) -> np.ndarray:
