@@ -458,7 +458,8 @@ def test_pipeline_run_refused_while_another_run_holds_an_output(here):
         outcome = ddr.pipeline.run(plan, cluster="local", wait=False)
         assert outcome.status == "refused" and outcome.summary is None
         assert "is being written by another run" in outcome.error
-        assert len(list(here.glob("out/*.ddr-claim"))) == 2  # the other run's, kept
+        # the other run's (its two outputs and the run's state), kept
+        assert len(list(here.glob("out/*.ddr-claim"))) == 3
         with pytest.raises(ClaimError):
             outcome.check()
     assert counter.read(here / "demo.zarr", "X") == 0

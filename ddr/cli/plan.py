@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ddr.cli._app import Command, PipelineArg, SetOpt, app, problems
+from ddr.cli._app import Command, PipelineArg, SetOpt, app, fail, problems
 
 __all__ = ["plan"]
 
@@ -18,6 +18,14 @@ def plan(
     set_: SetOpt = None,
     force: Annotated[bool, typer.Option("--force", help="Plan as `run --force`.")] = False,
     resume: Annotated[bool, typer.Option("--resume", help="Plan as `run --resume`.")] = False,
+    update: Annotated[
+        bool,
+        typer.Option(
+            "--update",
+            help="Plan as `run --update`: which inputs grew, the rows each step reads, what "
+            "each output becomes.",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
     """Print the DAG, the passes over each input and what a run would write or skip.
@@ -27,8 +35,10 @@ def plan(
     from ddr.config.errors import PipelineError
     from ddr.pipeline.planner import plan_pipeline
 
+    if force and update:
+        fail("--force and --update contradict each other; give one", 2)
     try:
-        planned = plan_pipeline(pipeline, set_ or [], force=force, resume=resume)
+        planned = plan_pipeline(pipeline, set_ or [], force=force, resume=resume, update=update)
     except PipelineError as exc:
         problems(exc)
     if as_json:

@@ -57,6 +57,16 @@ def run(
             "redo the rest (if_exists: skip-if-complete).",
         ),
     ] = False,
+    update: Annotated[
+        bool,
+        typer.Option(
+            "--update",
+            help="Inputs grew since the last run (rows appended): read only the new rows for "
+            "every one-pass fit the run's state recorded, extend per-row outputs whose models "
+            "did not change, keep complete outputs (as --resume); a full run when an old "
+            "chunk changed (the plan names it).",
+        ),
+    ] = False,
     summary: Annotated[
         str | None,
         typer.Option(
@@ -110,6 +120,8 @@ def run(
     clock = RunClock.since_process_start()  # the run's times include Python's start-up
     if force and resume:
         fail("--force and --resume contradict each other; give one", 2)
+    if force and update:
+        fail("--force and --update contradict each other; give one", 2)
     # what planning logs (a plug-in's warning, ...) is shown as every command shows it; the
     # run's console (a bar, the log file beside the summary) is known once it is planned
     with console(verbosity(ctx), progress=False):
@@ -119,6 +131,7 @@ def run(
                 set_ or [],
                 force=force,
                 resume=resume,
+                update=update,
                 summary=summary,
                 performance_report=performance_report,
             )

@@ -121,6 +121,7 @@ def run(
     *,
     force: bool = False,
     resume: bool = False,
+    update: bool = False,
     summary: str | os.PathLike[str] | None = None,
     performance_report: str | os.PathLike[str] | None = None,
     cluster: Any = None,
@@ -150,6 +151,11 @@ def run(
     resume : bool, default False
         Keep complete outputs with the same fingerprint, redo the rest (``ddr run
         --resume``).
+    update : bool, default False
+        ``ddr run --update``: as ``resume``, and where rows were appended to the inputs
+        since the last run, read only them for every step whose statistics the run's state
+        recorded, and extend per-row outputs whose models did not change; a full run when
+        an input changed otherwise (the plan says why).
     summary : str or path, optional
         Write the run summary JSON here (a path or URL) instead of ``run.summary``.
     performance_report : str or path, optional
@@ -191,10 +197,10 @@ def run(
     """
     clock = clock or RunClock()
     if isinstance(pipeline, Plan):
-        if sets or force or resume:
+        if sets or force or resume or update:
             raise ValueError(
-                "sets, force and resume are options of planning: give them to plan_pipeline, "
-                "or give run() the pipeline file"
+                "sets, force, resume and update are options of planning: give them to "
+                "plan_pipeline, or give run() the pipeline file"
             )
         plan = pipeline
         files = _run_files(plan, {"summary": summary, "performance_report": performance_report})
@@ -204,6 +210,7 @@ def run(
             list(sets),
             force=force,
             resume=resume,
+            update=update,
             summary=_text(summary),
             performance_report=_text(performance_report),
         )
@@ -330,7 +337,11 @@ def _run_on_cluster(
     status, error, exception = "ok", None, None
     closing = None
     # every output complete with its fingerprint: nothing reads data, so no cluster starts
-    idle = config is not None and all(o.action == "skip" for o in plan.outputs)
+    idle = (
+        config is not None
+        and all(o.action == "skip" for o in plan.outputs)
+        and (plan.state is None or plan.state.action == "skip")
+    )
     if idle:
         config = None
         logger.info("nothing to do: every output is complete (same fingerprint); no cluster")

@@ -1,8 +1,9 @@
 """The claims a run takes on the outputs it writes (:mod:`ddr.io.claims`), from its plan.
 
 :func:`claim_outputs` claims every output the plan writes or rewrites (not those it skips),
-with the pipeline's ``run.wait`` and ``run.claim_timeout``. A run (:func:`ddr.pipeline.run`,
-which ``ddr run`` and :func:`ddr.pipeline.run_plan` use) takes the claims before it starts a
+and the run's state when the run writes it (:mod:`ddr.pipeline.run_state`), with the
+pipeline's ``run.wait`` and ``run.claim_timeout``. A run (:func:`ddr.pipeline.run`, which
+``ddr run`` and :func:`ddr.pipeline.run_plan` use) takes the claims before it starts a
 cluster, so a run refused because another run holds an output stops at once; a run that
 waited for another is planned again (what that run wrote may now be complete) before it runs.
 """
@@ -37,6 +38,8 @@ def claim_outputs(
     if wait is None:
         wait = opts.wait if isinstance(opts.wait, bool) else seconds(opts.wait)
     outputs = [o.location for o in plan.outputs if o.action in ("write", "overwrite")]
+    if plan.state is not None and plan.state.action == "write":  # written like an output
+        outputs.append(plan.state.location)
     return OutputClaims(
         outputs,
         timeout=seconds(opts.claim_timeout),

@@ -23,6 +23,7 @@ from ddr.pipeline.registry import Op
 from ddr.pipeline.run_files import RunFile
 from ddr.pipeline.spec_types import InputSpec, PipelineSpec, StepSpec, split_ref
 from ddr.pipeline.summary import _rel
+from ddr.pipeline.update_types import format_update, update_dict
 
 __all__ = [
     "InputPlan",
@@ -82,8 +83,14 @@ class StepPlan:
     outputs: dict[str, ValueMeta] = field(default_factory=dict)
     one_pass: bool | None = None  # None: decided at run time
     passes: int | None = None  # passes of a fit over its X; None: decided at run time
-    action: str = "run"  # "run", "load" (from a complete model output), "skip"
+    # "run", "load" (from a complete model output), "recorded" (solved from the statistics
+    # the run's state recorded, reading nothing: ``--update``), "skip"
+    action: str = "run"
     load_from: Location | None = None  # the complete saved model it is loaded from
+    #: how a one-pass mergeable fit is computed so its statistics are recorded
+    #: (:class:`ddr.pipeline.update_types.Recording`); None: as the estimator fits
+    recording: Any = None
+    update_note: str = ""  # why an update reads every row of it (``--update``)
 
 
 @dataclass
@@ -98,6 +105,8 @@ class OutputPlan:
     action: str = "write"  # "write", "overwrite", "skip"
     reason: str = ""
     streamed: bool = False  # needs a pass over data (written in the final stream phase)
+    #: an update extends it by its new rows (:class:`ddr.pipeline.update_types.Rows`)
+    extend: Any = None
 
     @property
     def kind(self) -> str:
@@ -117,6 +126,9 @@ class Phase:
     steps: list[str] = field(default_factory=list)
     outputs: list[int] = field(default_factory=list)  # small outputs written after the phase
     reads: dict[str, int] = field(default_factory=dict)  # input -> planned passes
+    #: input -> share of its stored array the phase reads, where an update reads only new
+    #: rows (instead of its selection's)
+    parts: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -135,6 +147,10 @@ class Plan:
     force: bool = False
     resume: bool = False
     given: dict[str, Any] = field(default_factory=dict)  # run files given to plan_pipeline
+    #: the run's state (:class:`ddr.pipeline.update_types.StatePlan`); None: none recorded
+    state: Any = None
+    #: what ``--update`` found and decided (:class:`ddr.pipeline.update_types.UpdatePlan`)
+    update: Any = None
 
     def run_file(self, kind: str) -> RunFile | None:
         """The run file of ``kind`` (``"summary"``, ``"log"``, ``"performance_report"``)."""
@@ -188,6 +204,10 @@ class Plan:
         from ddr.pipeline._counting import union_share
 
         counts = {nm: phase.reads[nm] for nm in names if phase.reads.get(nm)}
+        parts = [phase.parts[nm] for nm in counts if nm in phase.parts]
+        if parts:  # an update reads these inputs' new rows only
+            others = [self.inputs[nm].reads for nm in counts if nm not in phase.parts]
+            return max([*parts, *([union_share(others)] if others else [])])
         return sum(
             union_share([self.inputs[nm].reads for nm, c in counts.items() if c >= k])
             for k in range(1, max(counts.values(), default=0) + 1)
@@ -256,7 +276,7 @@ def format_plan(plan: Plan) -> str:
         line = f"  {i}. {phase.kind:<7} {_PHASE_WORDS[phase.kind]} {', '.join(phase.steps)}"
         line = line.rstrip()
         if phase.reads:
-            line += f"; reads {', '.join(phase.reads)}"
+            line += f"; reads {', '.join(_read_words(phase, nm) for nm in phase.reads)}"
         lines.append(line)
         for o in phase.outputs:
             out = plan.outputs[o]
@@ -265,6 +285,10 @@ def format_plan(plan: Plan) -> str:
     for out in plan.outputs:
         src = ", ".join(out.refs.values())
         lines.append(f"  {out.action:<9} {out.kind:<7} {_rel(out.path)}  <- {src}  ({out.reason})")
+    if plan.state is not None:
+        st = plan.state
+        lines.append(f"state: {st.action:<9} {_rel(st.path)}  ({st.reason})")
+    lines.extend(format_update(plan))
     total = ", ".join(f"{k}: {v}" for k, v in passes.items())
     lines.append(f"passes over inputs: {total}")
     return "\n".join(lines)
@@ -341,8 +365,16 @@ def plan_html(plan: Plan) -> str:
         + table("steps", ["step", "what"], steps)
         + table("phases", ["", "phase", "what", "reads", "then writes"], phases)
         + table("outputs", ["action", "kind", "path", "from", "why"], outputs)
+        + "".join(f"<p>{html.escape(line.strip())}</p>" for line in format_update(plan))
         + f"<p><b>passes over inputs</b>: {html.escape(total)}</p></div>"
     )
+
+
+def _read_words(phase: Phase, name: str) -> str:
+    """An input a phase reads, with the share an update reads of it (its new rows)."""
+    if name not in phase.parts:
+        return name
+    return f"{name} (new rows only: {_count(phase.parts[name])} of the stored array)"
 
 
 def _step_line(step: StepPlan) -> str:
@@ -354,6 +386,7 @@ def _step_line(step: StepPlan) -> str:
         "skip": "  [skipped: not needed]",
         "load": f"  [load {_rel(step.load_from.url if step.load_from else '')}: complete, "
         "same fingerprint]",
+        "recorded": "  [solved from the recorded statistics: no new rows]",
     }[step.action]
     passes = ""
     if step.action == "run" and step.op.family in ("fit", "statistic"):
@@ -430,6 +463,15 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
             for o in plan.outputs
         ],
         "passes": plan.passes(),
+        "state": None
+        if plan.state is None
+        else {
+            "path": plan.state.path,
+            "action": plan.state.action,
+            "reason": plan.state.reason,
+            "recorded_steps": plan.state.recorded,
+        },
+        "update": update_dict(plan),
     }
 
 

@@ -30,7 +30,8 @@ from ddr.config.document import Document, load_document
 from ddr.config.errors import Location, PipelineError, Problem
 from ddr.io.locations import LocationError, redact, resolve
 from ddr.pipeline import registry
-from ddr.pipeline.inputs import metadata_fingerprint, open_pipeline_input
+from ddr.pipeline.fingerprints import Fingerprinting
+from ddr.pipeline.inputs import open_pipeline_input
 from ddr.pipeline.output_checks import OutputChecks, output_refs
 from ddr.pipeline.plan import (
     FINGERPRINT_ATTR,
@@ -43,11 +44,12 @@ from ddr.pipeline.plan import (
     _a,
     _did_you_mean,
     _dims,
-    _sha,
     _shape,
 )
 from ddr.pipeline.schedule import Scheduling
 from ddr.pipeline.schema import InputSpec, Output, Pipeline, StepSpec, split_ref, validate
+from ddr.pipeline.state_plan import StatePlanning
+from ddr.pipeline.update_plan import UpdatePlanning
 from ddr.tags import get_ddr_tags
 
 __all__ = [
@@ -84,7 +86,7 @@ def _section_parts(doc: Document, model: type, section: str, *, listed: bool = F
 
 
 # ---------------------------------------------------------------------------- plan
-class _Planner(OutputChecks, Scheduling):
+class _Planner(OutputChecks, Scheduling, Fingerprinting, StatePlanning, UpdatePlanning):
     def __init__(
         self,
         doc: Document,
@@ -93,11 +95,16 @@ class _Planner(OutputChecks, Scheduling):
         resume: bool,
         check_outputs: bool,
         given: dict[str, str | None],
+        update: bool = False,
     ) -> None:
         self.doc = doc
         self.given = given
         self.force = force
-        self.resume = resume
+        # an update keeps complete outputs with the same fingerprint, as --resume does
+        self.resume = resume or update
+        self.updating = update
+        self.state = None
+        self.update = None
         self.check_outputs = check_outputs
         self.inputs: dict[str, InputPlan] = {}
         self.steps: dict[str, StepPlan] = {}
@@ -145,9 +152,16 @@ class _Planner(OutputChecks, Scheduling):
         self._fingerprints()
         if self.check_outputs:
             self._decide_outputs()
+            if not doc.problems:
+                self._plan_state(pipeline, files)
+                if self.updating:
+                    self._plan_update()
+                else:
+                    self._recordings()
         doc.raise_problems()
         self._decide_steps()
         phases = self._schedule()
+        self._update_phases(phases)
         doc.raise_problems()
         return Plan(
             doc.file,
@@ -160,8 +174,10 @@ class _Planner(OutputChecks, Scheduling):
             _resolved(doc.data),
             files,
             force=self.force,
-            resume=self.resume,
+            resume=self.resume and not self.updating,
             given=dict(self.given),
+            state=self.state,
+            update=self.update,
         )
 
     def _link_steps(self, steps: dict[str, StepSpec], input_names: set[str]) -> None:
@@ -558,48 +574,6 @@ class _Planner(OutputChecks, Scheduling):
             n_out=n_out if isinstance(n_out, int) else None,
         )
 
-    def _ref_fp(self, ref: str) -> str:
-        head, tail = split_ref(ref)
-        if head in self.inputs:
-            return self.inputs[head].fingerprint
-        return f"{self.steps[head].fingerprint}.{tail or self.steps[head].op.primary}"
-
-    def _fingerprints(self) -> None:
-        from ddr._version import __version__
-
-        for step in self.steps.values():
-            extra = {}
-            if step.op.family == "load":
-                where = resolve(step.spec.with_["path"], step.spec.with_.get("storage_options"))
-                extra["model"] = metadata_fingerprint(where, None)
-                extra["path"] = where.url
-            step.fingerprint = _sha(
-                {
-                    "op": step.op.name,
-                    "with": _without_storage_options(step.spec.with_),
-                    "inputs": {r: self._ref_fp(ref) for r, ref in sorted(step.refs.items())},
-                    "ddr": __version__,
-                    **extra,
-                }
-            )
-        for out in self.outputs:
-            config = out.spec.model_dump(
-                by_alias=True, exclude={"path", "if_exists", "description", "storage_options"}
-            )
-            out.fingerprint = _sha(
-                {
-                    "output": config,
-                    "sources": {k: self._ref_fp(r) for k, r in sorted(out.refs.items())},
-                    "ddr": __version__,
-                }
-            )
-
-
-def _without_storage_options(params: dict[str, Any]) -> dict[str, Any]:
-    """Step parameters as they enter a fingerprint: where a model is read from is named by
-    its location, never by the credentials used to read it."""
-    return {k: v for k, v in params.items() if k != "storage_options"}
-
 
 def _resolved(data: dict[str, Any]) -> dict[str, Any]:
     """The resolved pipeline as recorded in provenance: JSON values, secrets redacted."""
@@ -615,6 +589,7 @@ def plan_pipeline(
     check_outputs: bool = True,
     summary: str | None = None,
     performance_report: str | None = None,
+    update: bool = False,
 ) -> Plan:
     """Read, validate and plan a pipeline file without reading any data.
 
@@ -633,6 +608,11 @@ def plan_pipeline(
     summary, performance_report : str, optional
         ``--summary`` / ``--performance-report``: replace ``run.summary`` /
         ``run.performance_report``; checked like them (never inside an input or an output).
+    update : bool
+        ``--update``: read only the rows appended to the inputs since the last run, for
+        every step whose statistics the run's state recorded (``run.state``); keep complete
+        outputs with the same fingerprint (as ``resume``); a full run where an input
+        changed otherwise (:mod:`ddr.pipeline.update_plan`).
 
     Raises
     ------
@@ -641,7 +621,16 @@ def plan_pipeline(
     """
     doc = source if isinstance(source, Document) else load_document(source, overrides)
     given = {"summary": summary, "performance_report": performance_report}
-    planner = _Planner(doc, force=force, resume=resume, check_outputs=check_outputs, given=given)
+    if update and force:
+        raise ValueError("update and force contradict each other; give one")
+    planner = _Planner(
+        doc,
+        force=force,
+        resume=resume,
+        check_outputs=check_outputs,
+        given=given,
+        update=update,
+    )
     plan = planner.run()
     if plan is None:  # pragma: no cover - run() raises instead
         raise PipelineError([Problem(Location(doc.file), "invalid pipeline")])
@@ -651,4 +640,10 @@ def plan_pipeline(
 def replan(plan: Plan) -> Plan:
     """Plan ``plan``'s pipeline again, as it was planned (the same file, overrides and
     options), with what exists now: after waiting for another run's outputs."""
-    return plan_pipeline(plan.doc, force=plan.force, resume=plan.resume, **plan.given)
+    return plan_pipeline(
+        plan.doc,
+        force=plan.force,
+        resume=plan.resume,
+        update=plan.update is not None,
+        **plan.given,
+    )

@@ -36,71 +36,30 @@ from typing import Any
 from ddr.config.errors import RunError, describe_error
 from ddr.io.claims import OutputClaims
 from ddr.io.locations import Location, redact, resolve
-from ddr.pipeline._counting import count_key
 from ddr.pipeline.fitplans import call, fit_plan
 from ddr.pipeline.plan import Phase, Plan, StepPlan
+from ddr.pipeline.read_counts import ReadCounting
+from ddr.pipeline.recorded_fits import (
+    RecordedFit,
+    recorded_fit,
+    saved_record,
+    write_run_state,
+)
+from ddr.pipeline.schedulers import active_client, dashboard_link, describe_scheduler
 from ddr.pipeline.spec_types import split_ref
 from ddr.pipeline.summary import OutputResult, RunClock, RunSummary, StepResult, _rel
+from ddr.pipeline.update_report import UpdateReport
 from ddr.pipeline.writers import OutputWriter
 from ddr.progress import Passes
 from ddr.tags import get_ddr_tags
 
-__all__ = ["RunClock", "RunSummary", "execute"]
+__all__ = ["RunClock", "RunSummary", "active_client", "describe_scheduler", "execute"]
 
 logger = logging.getLogger(__name__)
 
 
-# ------------------------------------------------------------------- schedulers
-def active_client() -> Any:
-    """The distributed Client the active dask config uses, or None for local schedulers."""
-    import dask
-
-    try:
-        from distributed import Client, default_client
-    except ImportError:  # pragma: no cover - distributed is a dependency
-        return None
-    sched = dask.config.get("scheduler", None)
-    if isinstance(sched, Client):
-        return sched
-    if sched is not None and not (
-        isinstance(sched, str) and sched in ("dask.distributed", "distributed")
-    ):
-        return None
-    try:
-        return default_client()
-    except ValueError:
-        return None
-
-
-def dashboard_link(client: Any) -> str | None:
-    """The dashboard URL of a distributed client, if it serves one (it needs bokeh)."""
-    import importlib.util
-
-    if client is None or importlib.util.find_spec("bokeh") is None:
-        return None
-    try:
-        return str(client.dashboard_link)
-    except Exception:  # no dashboard (dashboard_address=None)
-        return None
-
-
-def describe_scheduler(client: Any) -> str:
-    import dask
-
-    if client is None:
-        sched = dask.config.get("scheduler", None) or "threads"
-        return sched if isinstance(sched, str) else getattr(sched, "__name__", str(sched))
-    try:
-        info = client.scheduler_info()
-        workers = info.get("workers", {})
-        threads = sum(w.get("nthreads", 0) for w in workers.values())
-        return f"distributed {info.get('address', '')} ({len(workers)} workers, {threads} threads)"
-    except Exception:  # pragma: no cover - a scheduler that does not answer
-        return "distributed"
-
-
 # ----------------------------------------------------------------------- runner
-class _Runner(OutputWriter):
+class _Runner(ReadCounting, OutputWriter):
     def __init__(
         self, plan: Plan, *, clock: RunClock, argv: list[str] | None, claims: OutputClaims
     ) -> None:
@@ -138,62 +97,8 @@ class _Runner(OutputWriter):
         self._tally = self._install_tally()
         self._again: dict[str, int] = {}
         self._last_counts: dict[str, int] = {}
-
-    # ----------------------------------------------------------- counting
-    def _install_tally(self) -> bool:
-        """Count the bytes read by workers on the scheduler, once per task
-        (:class:`ddr.pipeline._counting.ReadTally`); False where it cannot be installed."""
-        from ddr.pipeline._counting import install_tally
-
-        if self.client is None:
-            return False
-        try:
-            self.client.run_on_scheduler(install_tally)
-        except Exception as exc:  # no ddr on the scheduler, or no pickled code allowed
-            logger.debug("reads counted per worker process (no tally on the scheduler): %s", exc)
-            return False
-        return True
-
-    def _counts(self) -> dict[str, int]:
-        """Chunk bytes read so far, by count key: this process's and, with a distributed
-        client, the scheduler's tally of the workers' (each task once) or, without a tally,
-        every worker's own counters. The bytes tasks read again after lost workers are kept
-        in ``self._again``."""
-        from ddr.pipeline._counting import local_counts, read_counts, tally_totals
-
-        if self.client is None:
-            return read_counts()
-        total = local_counts() if self._tally else read_counts()
-        try:
-            if self._tally:
-                counted, self._again = self.client.run_on_scheduler(tally_totals)
-                parts = [counted]
-            else:
-                parts = list(self.client.run(read_counts).values())
-        except Exception:  # the scheduler is gone: what it said last
-            return dict(self._last_counts)
-        for counts in parts:
-            for k, v in counts.items():
-                total[k] = total.get(k, 0) + v
-        self._last_counts = total
-        return total
-
-    def _passes(self, before: dict[str, int], after: dict[str, int]) -> dict[str, float]:
-        """Measured passes between two counter snapshots, per stored array."""
-        out = {}
-        for label, names in self.plan.stored_arrays().items():
-            inp = self.plan.inputs[names[0]]
-            if inp.store_root is None or not inp.stored_bytes:
-                continue
-            key = count_key(inp.store_root, inp.spec.array or "")
-            # a CSR group's reads are those of its arrays (data, indices, indptr)
-            inside = key if key.endswith("::") else key + "/"
-            delta = sum(
-                after[k] - before.get(k, 0) for k in after if k == key or k.startswith(inside)
-            )
-            if delta:
-                out[label] = round(delta / inp.stored_bytes, 3)
-        return out
+        self.records: dict[str, Any] = {}  # step -> the statistics the run's state keeps
+        self.report = UpdateReport(plan) if plan.update is not None else None
 
     # -------------------------------------------------------------- compute
     def _compute(self, items: list[Any]) -> list[Any]:
@@ -255,6 +160,17 @@ class _Runner(OutputWriter):
         try:
             for i, phase in enumerate(self.plan.phases, start=1):
                 self._phase(i, phase)
+            state = self.plan.state
+            if state is not None and state.action == "write":  # last: every output is complete
+                with self._writing():
+                    seconds = write_run_state(
+                        self.plan,
+                        self.records,
+                        self.claims.get(state.location),
+                        self._state_provenance(),
+                        self.argv,
+                    )
+                logger.info("wrote the run's state %s (%.2f s)", _rel(state.path), seconds)
             self.summary.status = "ok"
         except RunError as exc:
             self.summary.status = "failed"
@@ -287,12 +203,22 @@ class _Runner(OutputWriter):
                     totals[k] = totals.get(k, 0.0) + v
             self.summary.passes = {k: round(v, 3) for k, v in totals.items()}
             self.summary.read_again = self._passes(again_before, self._again)
+            if self.report is not None:
+                self.summary.update = self.report.to_dict()
         return self.summary
 
     def _accounted(self) -> float:
         return self.clock.parts.get("passes", 0.0) + self.clock.parts.get("writes", 0.0)
 
     def _phase(self, index: int, phase: Phase) -> None:
+        if self.report is None or (phase.kind == "lazy" and not phase.outputs):
+            self._run_phase(index, phase)
+            return
+        before, start = self._counts(), time.perf_counter()
+        self._run_phase(index, phase)
+        self.report.phase(phase, self._bytes(before, self._counts()), time.perf_counter() - start)
+
+    def _run_phase(self, index: int, phase: Phase) -> None:
         what = ", ".join(phase.steps) or f"{len(phase.outputs)} output(s)"
         logger.debug("phase %d of %d (%s): %s", index, len(self.plan.phases), phase.kind, what)
         self._reads = list(phase.reads)
@@ -332,8 +258,18 @@ class _Runner(OutputWriter):
         res.phase = index
         start = time.perf_counter()
         try:
-            if step.action == "load":
+            if step.action == "recorded":
+                fit = recorded_fit(step, self._args(step), self.plan)
+                value, self.records[sid] = fit.finish([])
+                self._store_recorded(step, value)
+                res.action = "solved from the recorded statistics"
+                res.note = f"no new rows: {step.recording.rows} rows, nothing read"
+            elif step.action == "load":
                 est = ddr.load(step.load_from)
+                if step.recording is not None and self.plan.state is not None:
+                    record = saved_record(step, est, self.plan)
+                    if record is not None:
+                        self.records[sid] = record
                 self._store_fit(step, est)
                 res.action = "loaded"
                 res.note = f"complete saved model {_rel(step.load_from.url)}, same fingerprint"
@@ -366,6 +302,20 @@ class _Runner(OutputWriter):
     def _new(self, step: StepPlan) -> Any:
         return step.op.cls(**step.spec.with_)
 
+    def _store_recorded(self, step: StepPlan, value: Any) -> None:
+        if step.op.family == "statistic":
+            self.values[step.id] = {"statistic": value}
+        else:
+            self._store_fit(step, value)
+
+    def _state_provenance(self) -> dict[str, Any]:
+        """What the run's state records of the run that wrote it."""
+        return {
+            "pipeline": {"name": self.plan.pipeline.name, "file": os.path.abspath(self.plan.file)},
+            "versions": self._versions_dict(),
+            "run": {"started": self.summary.started, "command": redact(" ".join(self.argv or []))},
+        }
+
     def _batch(self, sids: list[str], index: int) -> None:
         from ddr.stats import lazy
 
@@ -375,6 +325,9 @@ class _Runner(OutputWriter):
             step = self.plan.steps[sid]
             try:
                 args = self._args(step)
+                if step.recording is not None:  # its statistics are recorded (or merged into)
+                    plans[sid] = (None, recorded_fit(step, args, self.plan))
+                    continue
                 if step.op.family == "statistic":
                     spec = step.op.cls.spec(**step.spec.with_)
                     X = args["X"]
@@ -396,14 +349,22 @@ class _Runner(OutputWriter):
                 plans[sid] = (plan.statistics, plan)
         start = time.perf_counter()
         names = ", ".join(plans)
+        items: list[Any] = []  # a recorded fit's runs of rows: each its own item
+        for lazy_value, fitplan in plans.values():
+            items.extend(fitplan.items if isinstance(fitplan, RecordedFit) else [lazy_value])
         try:
-            computed = self._pass(names, [p[0] for p in plans.values()], self._reads)
+            flat = iter(self._pass(names, items, self._reads))
         except Exception as exc:
             _explain(exc, {sid: plan for sid, (_, plan) in plans.items()}, self.plan)
             raise RunError(describe_error(exc), f"one-pass statistics of {names}") from exc
-        for (sid, (_, fitplan)), value in zip(plans.items(), computed, strict=True):
+        for sid, (_, fitplan) in plans.items():
             step = self.plan.steps[sid]
             try:
+                if isinstance(fitplan, RecordedFit):
+                    value, self.records[sid] = fitplan.finish([next(flat) for _ in fitplan.items])
+                    self._store_recorded(step, value)
+                    continue
+                value = next(flat)
                 if fitplan is None:
                     self.values[sid] = {"statistic": _single(value)}
                 else:
@@ -416,6 +377,13 @@ class _Runner(OutputWriter):
             res.action = "fit" if self.plan.steps[sid].op.family == "fit" else "computed"
             res.seconds = seconds
             res.shared_with = [s for s in plans if s != sid]
+            rec = self.plan.steps[sid].recording
+            if rec is not None and rec.mode == "merge":
+                again = f" and {rec.reread_rows} of a rewritten chunk" if rec.reread_rows else ""
+                res.note = (
+                    f"read its {rec.new_rows} new rows{again}, merged into the recorded "
+                    f"statistics of {rec.read_from} rows"
+                )
         for sid in alone:
             self._single(sid, index)
             self.step_results[sid].note = "multi-pass fit"

@@ -32,9 +32,18 @@ class Scheduling:
     inputs: dict[str, Any]
     steps: dict[str, StepPlan]
     outputs: list[OutputPlan]
+    state: Any  # the run's state (ddr.pipeline.update_types.StatePlan), from StatePlanning
 
     def _decide_steps(self) -> None:
-        """Which steps the outputs to write need, and which of those load a saved model."""
+        """Which steps the outputs to write (and the run's state) need, and which of those
+        load a saved model or are solved from the recorded statistics.
+
+        A step whose statistics a state written by this run keeps is needed, unless the last
+        run's state has them as this run would compute them (then they are copied); a step
+        loaded from a saved model gives the statistics the model keeps.
+        """
+        state = self.state
+        writes_state = state is not None and state.action == "write"
         saved: dict[str, Any] = {}
         for out in self.outputs:
             head = output_kind(out.kind).saved_model(out) if out.action == "skip" else None
@@ -48,6 +57,15 @@ class Scheduling:
                 return
             needed.add(head)
             step = self.steps[head]
+            if step.recording is not None and step.recording.mode == "recorded":
+                # solved from the recorded statistics: reads nothing (the steps before it
+                # give lazy arrays, for the features' names and numbers)
+                step.action = "recorded"
+                if "model" in step.outputs:
+                    step.outputs["model"].reads = frozenset()
+                for r in step.refs.values():
+                    need(r)
+                return
             if step.op.family == "fit" and head in saved and step.op.method == "fit":
                 step.action, step.load_from = "load", saved[head]
                 if "model" in step.outputs:  # loaded: its data are in memory, read from it
@@ -60,6 +78,10 @@ class Scheduling:
             if out.action != "skip":
                 for ref in out.refs.values():
                     need(ref)
+        if writes_state:  # the state keeps what it cannot copy from the last run's
+            for sid in state.recorded:
+                if not self._carried(sid):  # type: ignore[attr-defined]
+                    need(sid)
         for sid, step in self.steps.items():
             if sid not in needed:
                 step.action = "skip"
@@ -80,7 +102,7 @@ class Scheduling:
             lazy = [
                 s
                 for s in ready
-                if s.action == "load"
+                if s.action in ("load", "recorded")
                 or s.op.family == "load"
                 or (s.op.family == "apply" and s.op.method != "score")
             ]

@@ -193,6 +193,13 @@ class RunOptions(Strict):
         None, description="Write a dask performance report (HTML) here (distributed only)."
     )
     progress: bool = Field(True, description="Show a progress bar.")
+    state: PathStr | Literal[False] | None = Field(
+        None,
+        description="The run's state: a Zarr group, written last, that records what the run "
+        "read of each input (one listing of its stored chunks) and the statistics of its "
+        "one-pass fits, for `ddr run --update` (default: <name>.state.zarr beside the first "
+        "output); false records nothing.",
+    )
     storage_options: StorageOptions = None
     wait: Annotated[bool | str | float, AfterValidator(_check_wait)] = Field(
         False,

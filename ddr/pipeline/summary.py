@@ -126,6 +126,9 @@ class RunSummary:
     #: passes' worth of bytes read again to recompute tasks after workers were lost (not in
     #: ``passes``, which count each task's read once)
     read_again: dict[str, float] = field(default_factory=dict)
+    #: what ``--update`` did (:class:`ddr.pipeline.update_report.UpdateReport`): rows that
+    #: were new, passes over them and over every row, seconds; None for other runs
+    update: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -253,6 +256,9 @@ class RunSummary:
         if self.passes:
             planned = ", ".join(f"{k} {v}" for k, v in self.planned_passes.items())
             lines.append(f"  passes over inputs: {_fmt_passes(self.passes)} (planned: {planned})")
+        from ddr.pipeline.update_report import update_lines
+
+        lines.extend(update_lines(self.update))
         if any(v > 0 for v in self.read_again.values()):
             lines.append(
                 f"  read again after lost workers: {_fmt_passes(self.read_again)} (not counted "

@@ -18,6 +18,7 @@ import numpy as np
 from ddr.config.errors import RunError, describe_error
 from ddr.io.claims import Claim, OutputClaims
 from ddr.io.locations import redact
+from ddr.pipeline.extend import extend_stream
 from ddr.pipeline.lineage import lineage
 from ddr.pipeline.outputs import Streamed, output_kind
 from ddr.pipeline.plan import OutputPlan
@@ -161,7 +162,10 @@ class OutputWriter:
         for i in indices:
             out = self.plan.outputs[i]
             try:
-                part = output_kind(out.kind).stream(self, out)
+                if out.extend is not None:  # an update writes its new rows only
+                    part = extend_stream(self, out)
+                else:
+                    part = output_kind(out.kind).stream(self, out)
             except RunError:
                 raise
             except Exception as exc:

@@ -164,9 +164,30 @@ class ZarrKind(StoreKind):
     def _pending(self, w: WriteContext, out: OutputPlan) -> tuple[PendingOutput, Any]:
         """Write the metadata of the output (``ddr.io.write_zarr(compute=False)``); return
         the pending output and the dataset whose lazy variables are still to be written."""
-        import xarray as xr
-
         from ddr.io import write_zarr
+
+        spec: ZarrOutput = out.spec  # type: ignore[assignment]
+        ds = self.dataset(w, out)
+        attrs = dict(spec.attrs)
+        attrs.setdefault("title", f"{w.plan.pipeline.name}: {', '.join(out.refs.values())}")
+        pending = write_zarr(
+            ds,
+            out.location,
+            if_exists=w.if_exists(out),
+            inputs=[i.location for i in w.plan.inputs.values()],
+            attrs=attrs,
+            fingerprint=out.fingerprint,
+            provenance=w.provenance(out),
+            compute=False,
+            claim=w.claim(out),
+        )
+        return pending, ds
+
+    def dataset(self, w: WriteContext, out: OutputPlan) -> Any:
+        """The dataset the output holds (lazy variables), as it is written: variables named
+        and with their dims, rows made consistent, regular chunks (one dask chunk per Zarr
+        chunk). An update that extends the output writes its new rows from the same."""
+        import xarray as xr
 
         spec: ZarrOutput = out.spec  # type: ignore[assignment]
         variables: dict[str, Any] = {}
@@ -197,21 +218,7 @@ class ZarrKind(StoreKind):
                     f"output {_rel(out.path)}",
                 )
             ds = ds.assign_coords({cname: (sdim, arr.data)})
-        ds = regular_chunks(variable_strings(lazy_row_numbers(ds)))
-        attrs = dict(spec.attrs)
-        attrs.setdefault("title", f"{w.plan.pipeline.name}: {', '.join(out.refs.values())}")
-        pending = write_zarr(
-            ds,
-            out.location,
-            if_exists=w.if_exists(out),
-            inputs=[i.location for i in w.plan.inputs.values()],
-            attrs=attrs,
-            fingerprint=out.fingerprint,
-            provenance=w.provenance(out),
-            compute=False,
-            claim=w.claim(out),
-        )
-        return pending, ds
+        return regular_chunks(variable_strings(lazy_row_numbers(ds)))
 
     # ----------------------------------------------------------------- testing
     def examples(self) -> list[dict[str, Any]]:
