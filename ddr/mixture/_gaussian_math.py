@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import linalg
-from scipy.special import logsumexp
 
 from ddr.stats.engine import aligned
-from ddr.stats.mixture_sums import GaussianMixtureParams, weighted_log_prob
+from ddr.stats.mixture_sums import GaussianMixtureParams, normalise_log_prob, weighted_log_prob
 
 __all__ = [
     "EPS10",
@@ -267,8 +266,7 @@ def prec_chol_of(precisions: np.ndarray, covariance_type: str) -> np.ndarray:
 def proba_block(X: np.ndarray, params: GaussianMixtureParams) -> np.ndarray:
     """Responsibilities ``p(component | x)`` of a block's rows, shape (n, k)."""
     X, params = aligned((X, params))
-    wlp = weighted_log_prob(X, params)
-    return np.exp(wlp - logsumexp(wlp, axis=1)[:, None])
+    return normalise_log_prob(weighted_log_prob(X, params))[0]
 
 
 def predict_block(X: np.ndarray, params: GaussianMixtureParams) -> np.ndarray:
@@ -280,4 +278,4 @@ def predict_block(X: np.ndarray, params: GaussianMixtureParams) -> np.ndarray:
 def score_block(X: np.ndarray, params: GaussianMixtureParams) -> np.ndarray:
     """``log p(x)`` of a block's rows, shape (n,)."""
     X, params = aligned((X, params))
-    return logsumexp(weighted_log_prob(X, params), axis=1)
+    return normalise_log_prob(weighted_log_prob(X, params))[1]
