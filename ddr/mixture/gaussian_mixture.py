@@ -106,7 +106,7 @@ class GaussianMixture(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator)
     n_init : int, default=1
         Initialisations; the fit with the highest log-likelihood is kept.
     init_params : {"kmeans", "k-means++", "random", "random_from_data"}, default="kmeans"
-        The start (see :mod:`ddr.mixture.gaussian_mixture`): k-means' clusters (its passes
+        The start (see the user guide's Gaussian mixtures): k-means' clusters (its passes
         and one more), k-means++ rows of a sample, rows of a sample, or random
         responsibilities of a sample's rows (one pass for the sample).
     weights_init : array-like of shape (n_components,), default=None
@@ -136,8 +136,8 @@ class GaussianMixture(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator)
     lower_bound_ : float
         Mean log-likelihood per row of the kept fit at the last parameters its E-step used
         (scikit-learn's meaning).
-    lower_bounds_ : ndarray of shape (n_iter_,)
-        The same at each iteration (never decreasing).
+    lower_bounds_ : ndarray of shape (n_iter,)
+        The same at each iteration (never decreasing), ``n_iter_`` of them.
     n_passes_ : int
         Passes over X in the fit (the start's and every initialisation's iterations).
     n_samples_ : int
