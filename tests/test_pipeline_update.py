@@ -69,11 +69,11 @@ outputs:
 run: {if_exists: skip-if-complete}
 """
 
-# classify.yaml's layout: train on the first rows, predict the rows after
+# classify.yaml's layout: train on the first rows, predict the rows after (from inside a chunk)
 CLASSIFY = """
 ddr: 1
 name: classify
-params: {data: demo.zarr, out: out, train_end: 2500, test_start: 2500}
+params: {data: demo.zarr, out: out, train_end: 2250, test_start: 2250}
 inputs:
   X: {path: "${params.data}", array: X, isel: {sample: ":${params.train_end}"}}
   y: {path: "${params.data}", array: y, isel: {sample: ":${params.train_end}"}}
@@ -249,13 +249,27 @@ def test_classify_update_extends_the_predictions(here):
     assert plan.update.new_rows == {"X_test": NEW, "y_test": NEW}
     assert {plan.steps[s].action for s in ("nb", "qda", "lda")} == {"recorded"}
     assert plan.outputs[0].extend is not None
-    assert "extended: rows 500:650 written, rows 0:500 kept" in plan.format()
+    assert [o.refresh for o in plan.outputs[1:]] == [True, True, True]
+    model_chunks = {
+        p: p.stat().st_mtime_ns
+        for p in (here / "out").glob("*.model.zarr/**/c/**/*")
+        if p.is_file()
+    }
+    # the test rows start inside a chunk: the output's chunk [500, 1000) spans an old input
+    # chunk and the new one, and only the new one is read
+    assert "extended: rows 750:900 written, rows 0:750 kept" in plan.format()
     with ReadCounter() as counter:
         summary = run(path, update=True)
     assert counter.read(here / "demo.zarr", "X") == chunk_bytes(here / "demo.zarr", "X", N)
     assert counter.read(here / "demo.zarr", "y") == chunk_bytes(here / "demo.zarr", "y", N)
     assert summary.update["passes_every_row"] == {}
     assert output_status("out/predictions.zarr") == "complete"
+    # the models hold what they held: only their fingerprint and provenance were rewritten
+    assert [o.action for o in summary.outputs[1:]] == ["refreshed"] * 3
+    assert all(p.stat().st_mtime_ns == t for p, t in model_chunks.items()) and model_chunks
+    assert {output_status(f"out/{m}.model.zarr") for m in ("gaussian-nb", "qda", "lda")} == {
+        "complete"
+    }
     full_run(path)
     assert_zarr_identical("out/predictions.zarr", "full/predictions.zarr")
     for name in ("gaussian-nb", "qda", "lda"):

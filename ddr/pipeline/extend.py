@@ -21,6 +21,10 @@ when it is not.
    marker are written last, and the metadata consolidated again.
 
 A run interrupted in between leaves the output incomplete; the next run rewrites it whole.
+
+:func:`refresh_output` does the same for a small Zarr output (a saved model, fitted
+attributes) whose content an update leaves as it is: only its fingerprint and provenance
+are written again, incomplete first and complete last.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from ddr.pipeline.outputs import Streamed
 from ddr.pipeline.plan import OutputPlan
 from ddr.pipeline.summary import _rel
 
-__all__ = ["RowsFrom", "extend_stream"]
+__all__ = ["RowsFrom", "extend_stream", "refresh_output"]
 
 
 class RowsFrom:
@@ -92,7 +96,7 @@ def extend_stream(w: Any, out: OutputPlan) -> Streamed:
 
     rows = out.extend
     where = f"output {_rel(out.path)}"
-    ds = output_kind(out.kind).dataset(w, out)  # type: ignore[attr-defined]
+    ds = output_kind(out.kind).dataset(w, out, regular=False)  # type: ignore[attr-defined]
     sdim = sample_dim_of(ds)
     claim = w.claim(out)
     store = claimed_store(out.location, claim)
@@ -162,3 +166,49 @@ def _check_layout(group: Any, ds: Any, sdim: str | None, old_rows: int, where: s
                 f"{old_rows}; run with --force to write it again",
                 where,
             )
+
+
+def refresh_output(w: Any, out: OutputPlan) -> None:
+    """Rewrite the fingerprint and provenance of a complete Zarr output whose content an
+    update leaves as it is (a model solved from the same recorded statistics), in two
+    metadata writes under the run's claim: incomplete first, complete last.
+
+    Parameters
+    ----------
+    w : OutputWriter
+        The runner (claims, provenance).
+    out : OutputPlan
+        An output the plan refreshes (``out.refresh``).
+    """
+    import zarr
+
+    from ddr.io.claims import CLAIM_ATTR
+    from ddr.io.locations import redact
+    from ddr.io.outputs import (
+        FINGERPRINT_ATTR,
+        PROVENANCE_ATTR,
+        STATUS_ATTR,
+        check_claimed,
+        claimed_store,
+        fenced,
+        history_line,
+        mark_complete,
+    )
+
+    claim = w.claim(out)
+    store = claimed_store(out.location, claim)
+    with fenced(claim), out.location.errors("write"):
+        group = zarr.open_group(store, mode="r+", use_consolidated=False)
+        history = str(group.attrs.get("history", ""))
+        first: dict[str, Any] = {STATUS_ATTR: "incomplete"}
+        if claim is not None:
+            first[CLAIM_ATTR] = claim.token
+        group.attrs.update(first)
+        line = history_line(w.argv)
+        attrs = {
+            FINGERPRINT_ATTR: out.fingerprint,
+            PROVENANCE_ATTR: redact(w.provenance(out)),
+            "history": f"{history}\n{line}" if history else line,
+        }
+        check_claimed(out.location, claim, store)
+        mark_complete(group, attrs)

@@ -107,6 +107,8 @@ class OutputPlan:
     streamed: bool = False  # needs a pass over data (written in the final stream phase)
     #: an update extends it by its new rows (:class:`ddr.pipeline.update_types.Rows`)
     extend: Any = None
+    #: an update rewrites only its fingerprint and provenance (its content is the same)
+    refresh: bool = False
 
     @property
     def kind(self) -> str:

@@ -146,7 +146,10 @@ class RunState:
             dec = _Decoder(self.group)
             tag_all, tag_prefix = self._tags[sid]
             rec.statistics = dec.decode(tag_all, f"steps.{sid}.statistics")
-            rec.prefix = None if tag_prefix is None else dec.decode(tag_prefix, f"{sid}.prefix")
+            if tag_prefix == "statistics":  # the prefix is all the rows
+                rec.prefix = rec.statistics
+            elif tag_prefix is not None:
+                rec.prefix = dec.decode(tag_prefix, f"steps.{sid}.prefix")
         return rec.statistics, rec.prefix
 
 
@@ -251,8 +254,11 @@ def write_state(
                     "rows": rec.rows,
                     "prefix_rows": rec.prefix_rows,
                     "statistics": enc.encode(rec.statistics, f"{sid}.statistics"),
+                    # the prefix is often all the rows (data in whole chunks): kept once
                     "prefix": None
                     if rec.prefix is None
+                    else "statistics"
+                    if rec.prefix is rec.statistics or rec.prefix_rows == rec.rows
                     else enc.encode(rec.prefix, f"{sid}.prefix"),
                 }
             data = {

@@ -18,8 +18,10 @@ recorded prefix (the new rows, and the rows of a partial chunk an append rewrote
 **solved from the recorded statistics** when none of its rows changed; any other fit reads
 every row (multi-pass fits: randomized PCA, EM, kernel PCA, k-means, with no warm start).
 Per output: an array output whose every variable is per row, made by models that did not
-change, is **extended** by its new rows; any other outdated output is rewritten (per-row
-outputs of a model that changed are recomputed from every row).
+change, is **extended** by its new rows; a saved model (or fitted attributes) of a step
+that gives what it gave keeps its content (only its fingerprint and provenance are
+rewritten); any other outdated output is rewritten (per-row outputs of a model that changed
+are recomputed from every row).
 """
 
 from __future__ import annotations
@@ -174,6 +176,13 @@ class UpdatePlanning:
                     + " (the models it was made with did not change)"
                 )
                 return f"extended: rows {rows.clean}:{rows.now} written, rows 0:{rows.clean} kept"
+        if not changed and not out.streamed and self._same_content(out, state):
+            out.refresh = True
+            out.reason = (
+                "complete; the same content (its models did not change): its fingerprint and "
+                "provenance are rewritten"
+            )
+            return "kept: the same content, its fingerprint and provenance rewritten"
         if changed:
             names = ", ".join(changed)
             verb = "recomputed from every row" if out.streamed else "rewritten"
@@ -181,6 +190,21 @@ class UpdatePlanning:
             return f"{verb}: {names} changed"
         out.reason = "complete; rewritten (small)" if not out.streamed else out.reason
         return "rewritten" if not out.streamed else "recomputed from every row"
+
+    def _same_content(self, out: OutputPlan, state: StatePlan) -> bool:
+        """Whether a small Zarr output (a saved model, fitted attributes) holds what it held:
+        the last run wrote it, and every step it is made of gives what it gave then (a fit
+        solved from the recorded statistics, a load of the same saved model)."""
+        from ddr.pipeline.outputs import output_kind
+
+        if out.kind not in ("model", "zarr"):
+            return False
+        for ref in out.refs.values():
+            head, _ = split_ref(ref)
+            if head not in self.steps or not self._same_model.get(head, False):
+                return False
+        stored = output_kind(out.kind).status(out.location)[1]
+        return stored is not None and stored == state.old.outputs.get(out.path)
 
     def _output_rows(self, out: OutputPlan) -> Rows | None:
         """The rows of a Zarr output whose every variable is per row (None otherwise)."""

@@ -183,10 +183,12 @@ class ZarrKind(StoreKind):
         )
         return pending, ds
 
-    def dataset(self, w: WriteContext, out: OutputPlan) -> Any:
+    def dataset(self, w: WriteContext, out: OutputPlan, *, regular: bool = True) -> Any:
         """The dataset the output holds (lazy variables), as it is written: variables named
-        and with their dims, rows made consistent, regular chunks (one dask chunk per Zarr
-        chunk). An update that extends the output writes its new rows from the same."""
+        and with their dims, rows made consistent, and (``regular``) regular chunks, one
+        dask chunk per Zarr chunk. An update that extends the output writes its new rows
+        from the same values (not rechunked first: a chunk of the output that spans old
+        and new rows of an input would read the old ones)."""
         import xarray as xr
 
         spec: ZarrOutput = out.spec  # type: ignore[assignment]
@@ -218,7 +220,8 @@ class ZarrKind(StoreKind):
                     f"output {_rel(out.path)}",
                 )
             ds = ds.assign_coords({cname: (sdim, arr.data)})
-        return regular_chunks(variable_strings(lazy_row_numbers(ds)))
+        ds = variable_strings(lazy_row_numbers(ds))
+        return regular_chunks(ds) if regular else ds
 
     # ----------------------------------------------------------------- testing
     def examples(self) -> list[dict[str, Any]]:
