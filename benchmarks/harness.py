@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import os
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,6 +30,7 @@ import zarr
 
 from benchmarks import counting
 from ddr.demo import DemoSpec, demo_truth, write_demo_data
+from ddr.io.checksums import checksummed_compressors
 from ddr.io.zarr_chunks import from_zarr
 
 DATASETS: dict[str, DemoSpec] = {
@@ -392,10 +396,62 @@ class Context:
 
     def _time_floor(self, name: str) -> float:
         """One floor run, sampled for memory like the row it is paired with (same overhead)."""
+        return self.time_on_cluster(lambda: self.dask_array(name).sum().compute())
+
+    def time_on_cluster(self, fn: Callable[[], object]) -> float:
+        """Seconds of one run of ``fn`` on the cluster, sampled for memory like a measured row
+        (the same overhead): a floor of a suite's own, for ``measure(floor=...)``."""
         with self._scheduler("cluster"), _PeakMemory(children=True):
             start = time.perf_counter()
-            self.dask_array(name).sum().compute()
+            fn()
             return time.perf_counter() - start
+
+    def time_read_floor(self, name: str) -> float:
+        """One dask read floor run over ``X`` of ``name`` (for ``measure(floor=...)``)."""
+        return self._time_floor(name)
+
+    # ------------------------------------------------------------ write floor
+    @contextlib.contextmanager
+    def scratch(self) -> Iterator[Path]:
+        """A fresh folder beside the datasets (the disk outputs go to) for a suite's outputs
+        and write floors, removed when the suite is done."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix="scratch-", dir=self.data_dir))
+        try:
+            yield folder
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def hold(self, arr: da.Array) -> da.Array:
+        """``arr`` computed by the cluster now (untimed) and kept in its workers' memory: what
+        a write floor writes, so that it times writing alone."""
+        from distributed import wait
+
+        client = self.client()
+        held = client.persist(arr)
+        with client.as_current():  # the cluster's client is not the default one
+            wait(held)
+        return held
+
+    def time_write_floor(self, held: da.Array, folder: Path) -> float:
+        """One write floor run: dask's ``to_zarr`` of ``held`` (see :meth:`hold`) to a new
+        Zarr v3 array in ``folder``, with the codecs ddr writes its outputs with (zstd level
+        0, then the crc32c checksum: :func:`ddr.io.checksums.checksummed_compressors`) and the
+        same chunks (the row chunks of the input, the whole width), on the cluster. Sampled
+        for memory like the row it is paired with (same overhead); each run writes a new
+        array, so no removal of the last one is timed."""
+        path = fresh_path(folder, "write-floor")
+        return self.time_on_cluster(lambda: _write_floor(held, path))
+
+    def measure_write_floor(self, method: str, name: str, held: da.Array, folder: Path) -> Row:
+        """A row for the write floor of ``held`` (dask's ``to_zarr``, see
+        :meth:`time_write_floor`); its passes column is 0 (it reads nothing)."""
+        return self.measure(
+            method,
+            name,
+            lambda: _write_floor(held, fresh_path(folder, "write-floor")) or {},
+            scheduler="cluster",
+        )
 
     def measure_floor(self, name: str) -> float:
         """The dask read floor on the cluster: one pass summing ``X``; the ratios' reference."""
@@ -407,6 +463,26 @@ class Context:
         )
         self._floors[name] = row.seconds
         return row.seconds
+
+
+_FRESH = itertools.count()
+
+
+def fresh_path(folder: Path, stem: str) -> Path:
+    """A path in ``folder`` that no earlier call gave (``<stem>-<n>.zarr``)."""
+    return folder / f"{stem}-{next(_FRESH)}.zarr"
+
+
+def _write_floor(held: da.Array, path: Path) -> None:
+    # ddr writes every chunk, also one that equals the fill value (write_empty_chunks=True)
+    da.to_zarr(
+        held,
+        str(path),
+        mode="w",
+        compressors=checksummed_compressors(),
+        zarr_format=3,
+        config={"write_empty_chunks": True},
+    )
 
 
 def _centred_gram(block: np.ndarray, mean: np.ndarray) -> np.ndarray:

@@ -5,7 +5,10 @@ dataset's ``X`` (100 000 x 100 float32 for S, M, L) and times:
 
 - reading and decompressing the chunk through zarr (what every pass pays per chunk), and
   through ddr's reader (:func:`ddr.io.from_zarr`: read and decoded by ddr, no copy);
-- ``from_block`` of every statistic a one-pass fit or an iteration is made of.
+- ``from_block`` of every statistic a one-pass fit or an iteration is made of;
+- GaussianNB and QDA (reg_param=1e-6, fitted on the chunk) predict and predict_proba of the
+  chunk as float32 (as stored) and as float64, beside the float64 GEMM each needs (the
+  BLAS floor of :mod:`benchmarks.suites.predict`).
 
 Each time is the best of ``--repeat`` runs: on a shared machine the same read takes 110 or
 250 ms from one run to the next, and the best run is the one that measures the code. The
@@ -26,6 +29,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -79,14 +83,32 @@ def cases(x: np.ndarray, y: np.ndarray) -> dict[str, Callable[[], object]]:
     }
 
 
-def run_as_in_a_dask_worker() -> None:
-    """Re-execute this command with the environment variables dask's nanny sets for workers."""
+def predict_cases(x: np.ndarray, y: np.ndarray) -> dict[str, Callable[[], object]]:
+    """Per-chunk predictions of the generative classifiers, float32 and float64, and the
+    float64 GEMM each needs (what the predict suite's floor adds to the read)."""
+    from benchmarks.suites.predict import MODELS, _blas_block, gemm_width
+
+    x64 = x.astype(np.float64)
+    out: dict[str, Callable[[], object]] = {}
+    for label, make in MODELS.items():
+        model = make().fit(x, y)
+        M = np.random.default_rng(0).standard_normal((x.shape[1], gemm_width(label, model)))
+        out[f"{label} f64 BLAS floor (the chunk cast in tiles)"] = partial(_blas_block, x, M)
+        for kind, block in (("float32", x), ("float64", x64)):
+            for method in ("predict", "predict_proba"):
+                out[f"{label}.{method}, {kind} chunk"] = partial(getattr(model, method), block)
+    return out
+
+
+def run_as_in_a_dask_worker(module: str = "benchmarks.per_block") -> None:
+    """Re-execute ``python -m module`` (this command) with the environment variables dask's
+    nanny sets for workers."""
     import dask
     import distributed  # noqa: F401  (registers the distributed config)
 
     env = {k: str(v) for k, v in dask.config.get("distributed.nanny.pre-spawn-environ").items()}
     if any(os.environ.get(k) != v for k, v in env.items()):
-        argv = [sys.executable, "-m", "benchmarks.per_block", *sys.argv[1:]]
+        argv = [sys.executable, "-m", module, *sys.argv[1:]]
         os.execve(sys.executable, argv, {**os.environ, **env})
 
 
@@ -112,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             f"| read + decompress one chunk (ddr reader) | {direct:.1f} | x{direct / read:.2f} |",
             *(
                 f"| {name} | {ms:.1f} | x{1 + ms / read:.2f} |"
-                for name, fn in cases(x, y).items()
+                for name, fn in (cases(x, y) | predict_cases(x, y)).items()
                 for ms in best_ms(fn, repeat=args.repeat)
             ),
         ]
