@@ -152,8 +152,9 @@ class _Block:
             self.prec = P * P
             self.local_term = np.einsum("kj,kj->k", self.local, self.local) * self.prec
 
-    def weighted(self, Y: np.ndarray) -> np.ndarray:
-        """``log w_k + log N(x; k)`` of the shifted rows ``Y``, shape (m, k)."""
+    def weighted(self, Y: np.ndarray, squares: np.ndarray | None = None) -> np.ndarray:
+        """``log w_k + log N(x; k)`` of the shifted rows ``Y``, shape (m, k); ``squares``,
+        ``Y * Y`` when the caller has it (diag and spherical use it)."""
         p = self.params
         ct = p.covariance_type
         P = p.precisions_cholesky
@@ -170,11 +171,11 @@ class _Block:
                 Z = Z0 - self.local_p[j]
                 out[:, j] = np.einsum("ij,ij->i", Z, Z)
         elif ct == "diag":
-            out = (Y * Y) @ self.prec.T
+            out = (Y * Y if squares is None else squares) @ self.prec.T
             out -= 2.0 * (Y @ self.local_prec.T)
             out += self.local_term
         else:
-            sq = np.einsum("ij,ij->i", Y, Y)
+            sq = np.einsum("ij,ij->i", Y, Y) if squares is None else squares @ np.ones(Y.shape[1])
             out = np.multiply.outer(sq, self.prec)
             out -= 2.0 * (Y @ self.local.T) * self.prec
             out += self.local_term
@@ -356,6 +357,9 @@ class GaussianMixtureSums(Statistic):
             return cls.empty(params)
         k = params.n_components
         ct = params.covariance_type
+        # diag and spherical need the rows' squares twice (the densities and the sums), and
+        # the squares about the shift: one product a sub-block, no second centring
+        per_feature = ct in ("diag", "spherical")
         block = _Block(params)
         step = min(_sub_block_rows(d, k), n)
         centre = Centring(block.shift, step)
@@ -372,15 +376,19 @@ class GaussianMixtureSums(Statistic):
         with np.errstate(over="ignore", invalid="ignore", under="ignore"):
             for start in range(0, n, step):
                 Y = centre(X[start : start + step])
-                R, norm = normalise_log_prob(block.weighted(Y))
+                YY = Y * Y if per_feature else None
+                R, norm = normalise_log_prob(block.weighted(Y, YY))
                 loglik += float(norm.sum())
                 if c0 is None or cj is None:
                     # the scatters are taken about points inside the data: the first
-                    # sub-block's mean (c0) and each component's weighted mean there (cj)
-                    c0 = _finite(Y.mean(axis=0))
+                    # sub-block's mean (c0) and each component's weighted mean there (cj);
+                    # diag and spherical about the shift itself (the components' weighted
+                    # mean), where their squares already are
+                    c0 = np.zeros(d) if per_feature else _finite(Y.mean(axis=0))
                     wj = R.sum(axis=0)
                     cj = _finite(np.where(wj[:, None] > 0, (R.T @ Y) / wj[:, None], c0))
-                Y -= c0  # Y is the centring buffer: rows minus shift minus c0
+                if not per_feature:
+                    Y -= c0  # Y is the centring buffer: rows minus shift minus c0
                 weight += R.sum(axis=0)
                 first += R.T @ Y
                 if ct == "full":
@@ -390,7 +398,7 @@ class GaussianMixtureSums(Statistic):
                 elif ct == "tied":
                     acc_t = dsyrk(1.0, Y.T, beta=1.0, c=acc_t, trans=0, overwrite_c=1)
                 else:
-                    second += R.T @ (Y * Y)
+                    second += R.T @ YY
         assert c0 is not None and cj is not None
         if not (np.isfinite(loglik) and np.isfinite(first).all()):
             check_finite(X)
