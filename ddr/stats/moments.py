@@ -16,7 +16,7 @@ import dataclasses
 from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
-from scipy.linalg.blas import dgemv, dsyrk
+from scipy.linalg.blas import dgemv, dsyr, dsyrk
 from sklearn.utils._param_validation import StrOptions
 
 from ddr.stats._centring import Centring, scratch
@@ -90,8 +90,6 @@ def _centred_sums(
                 scatter += np.einsum("ij,ij->j", out, out)
             else:
                 scatter = dsyrk(1.0, out.T, beta=1.0, c=scatter, trans=0, overwrite_c=1)
-    if not diagonal:
-        scatter = np.triu(scatter) + np.triu(scatter, 1).T
     if not (np.isfinite(resid).all() and np.isfinite(scatter).all()):
         check_finite(X)
         raise ValueError("X has values too large to accumulate in float64")
@@ -99,8 +97,27 @@ def _centred_sums(
         # the exact mean, and the scatter about it: S - W r r^T with r = mean - shift
         r = resid / total
         shift = shift + r
-        scatter = scatter - total * (np.outer(r, r) if not diagonal else r * r)
-    return total, shift, np.ascontiguousarray(scatter)
+        if diagonal:
+            scatter = scatter - total * (r * r)
+        else:  # on the upper triangle dsyrk filled, in place: no d x d temporary
+            scatter = dsyr(-total, r, a=scatter, lower=0, overwrite_a=1)
+    if diagonal:
+        return total, shift, scatter
+    # symmetric: its transpose is the C-ordered matrix, without a copy
+    return total, shift, _mirror_upper(scatter).T
+
+
+def _mirror_upper(a: np.ndarray, panel: int = 256) -> np.ndarray:
+    """``a`` (square, its upper triangle set) made symmetric in place, a panel of columns at
+    a time: ``np.triu(a) + np.triu(a, 1).T`` made three d x d temporaries, a quarter of
+    a class-moments block on 2000 features (five classes, five times)."""
+    d = a.shape[0]
+    for j in range(0, d, panel):
+        k = min(j + panel, d)
+        block = a[j:k, j:k]
+        block[...] = np.triu(block) + np.triu(block, 1).T
+        a[k:, j:k] = a[j:k, k:].T
+    return a
 
 
 def _omit_diagonal(
