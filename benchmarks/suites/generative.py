@@ -3,7 +3,16 @@ LDA and BernoulliNB, KernelNB (binned, S only) against scikit-learn (`partial_fi
 chunks, and `fit` on the loaded array where it fits) and dask-ml's GaussianNB, fit and predict
 timed separately. Accuracy side by side: `acc` is the training accuracy (predict on the same
 rows against `y`); `var_err` the largest relative error of GaussianNB's fitted variances
-against a float64 fit of the loaded array (S and M)."""
+against a float64 fit of the loaded array (S and M).
+
+GaussianMixture (issue 27: an EM iteration within 1.3x the read floor), 5 components, from
+the same start (5 rows of the first chunk, equal weights, the first chunk's covariance):
+"one EM iteration" is `max_iter=1` (one pass of `GaussianMixtureSums`, the M-step on the
+client) per covariance type, paired with dask's read floor; "10 EM iterations" (`tol=0`)
+beside scikit-learn's in memory (float64, as ddr computes), `per_iter_x` the seconds per
+iteration over the table's read floor, `lower_bound` the mean log-likelihood per row at the
+last E-step (ddr's SQUAREM extrapolates from the third iteration on, scikit-learn's EM
+does not)."""
 
 from __future__ import annotations
 
@@ -29,6 +38,7 @@ def run(ctx: Context) -> None:
         _ddr_rows(ctx, name, ref_var)
         _sklearn_rows(ctx, name, classes, y_all, ref_var)
         _dask_ml_rows(ctx, name)
+        _gaussian_mixture_rows(ctx, name)
 
 
 def _warm_up(ctx: Context) -> None:
@@ -183,3 +193,95 @@ def _dask_ml_rows(ctx: Context, name: str) -> None:
     ctx.measure("dask-ml GaussianNB fit", name, fit, scheduler="cluster")
     if "clf" in state:
         ctx.measure("dask-ml GaussianNB predict", name, predict, scheduler="cluster")
+
+
+# -------------------------------------------------------------------- GaussianMixture
+GM_K = 5
+GM_ITER = 10
+GM_TYPES = ("full", "tied", "diag")
+
+
+def _mixture_start(ctx: Context, name: str, covariance_type: str) -> dict[str, np.ndarray]:
+    """The start every GaussianMixture row begins from: 5 rows of the first chunk as means,
+    equal weights, the first chunk's covariance (its diagonal for diag) as every component's."""
+    first = np.asarray(ctx.zarr_array(name)[: ctx.zarr_array(name).chunks[0]], dtype=np.float64)
+    means = first[np.random.default_rng(0).choice(first.shape[0], GM_K, replace=False)]
+    cov = np.cov(first, rowvar=False)
+    precisions = {
+        "full": np.stack([np.linalg.inv(cov)] * GM_K),
+        "tied": np.linalg.inv(cov),
+        "diag": np.tile(1.0 / np.diag(cov), (GM_K, 1)),
+    }[covariance_type]
+    return {
+        "weights_init": np.full(GM_K, 1.0 / GM_K),
+        "means_init": means,
+        "precisions_init": precisions,
+    }
+
+
+def _gaussian_mixture_rows(ctx: Context, name: str) -> None:
+    import warnings
+
+    import dask
+    from sklearn.exceptions import ConvergenceWarning
+
+    # read before any row: the first chunk would count as half a pass of S in the row
+    starts = {ct: _mixture_start(ctx, name, ct) for ct in GM_TYPES}
+
+    def fit(covariance_type: str, max_iter: int, X: Any) -> Any:
+        start = starts[covariance_type]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            return ddr.GaussianMixture(
+                GM_K, covariance_type=covariance_type, max_iter=max_iter, tol=0.0, **start
+            ).fit(X)
+
+    with dask.config.set(scheduler=ctx.client()):  # the workers import the module, untimed
+        fit("full", 2, ctx.array(name)[:2000])
+    for ct in GM_TYPES:
+
+        def one_iteration(ct: str = ct) -> dict:
+            fit(ct, 1, ctx.array(name))
+            return {}
+
+        ctx.measure(
+            f"ddr GaussianMixture({GM_K}, {ct}), one EM iteration",
+            name,
+            one_iteration,
+            scheduler="cluster",
+            paired_floor=True,
+        )
+    floor = ctx.floor_seconds(name)
+    for ct in ("full", "diag"):
+
+        def ours(ct: str = ct) -> dict:
+            gm = fit(ct, GM_ITER, ctx.array(name))
+            return {"iterations": gm.n_iter_, "lower_bound": gm.lower_bound_}
+
+        row = ctx.measure(f"ddr GaussianMixture({GM_K}, {ct}), {GM_ITER} EM iterations", name,
+                          ours, scheduler="cluster")  # fmt: skip
+        if floor and row.passes and not row.error:
+            row.metrics["per_iter_x"] = row.seconds / row.passes / floor
+    if name not in IN_MEMORY_DATASETS:
+        return
+    from sklearn.mixture import GaussianMixture as SkGM
+
+    X = ctx.numpy(name).astype(np.float64)  # loaded after the ddr rows: not in their memory
+    for ct in ("full", "diag"):
+
+        def sklearn(ct: str = ct) -> dict:
+            start = starts[ct]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                # random_from_data: its start is overridden by the given parameters (with
+                # "kmeans" scikit-learn would run k-means over X first, for nothing)
+                sk = SkGM(GM_K, covariance_type=ct, max_iter=GM_ITER, tol=0.0,
+                          init_params="random_from_data", **start).fit(X)  # fmt: skip
+            return {"iterations": sk.n_iter_, "lower_bound": sk.lower_bound_}
+
+        row = ctx.measure(
+            f"sklearn GaussianMixture({GM_K}, {ct}), {GM_ITER} EM iterations (float64)",
+            name, sklearn, scheduler="none", in_memory=True,
+        )  # fmt: skip
+        if floor and not row.error:
+            row.metrics["per_iter_x"] = row.seconds / GM_ITER / floor
