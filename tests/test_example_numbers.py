@@ -362,6 +362,37 @@ def check_one_pass(sets: list[str]) -> None:
     assert summary["passes"] == {"X": 1.0, "y": 1.0}
 
 
+def check_gaussian_mixture(sets: list[str]) -> None:
+    """Each fit converged, its passes are the sample and its iterations; the probabilities
+    written are the saved 5-component model's on the PCA scores (the labels their argmax);
+    its information criteria bound its bic(X) from above by at most twice the last gain;
+    its log-likelihood is at least scikit-learn's from its own k-means++ start; the plot is
+    drawn."""
+    from sklearn.mixture import GaussianMixture
+
+    m = metrics("gaussian-mixture-output/metrics.json")
+    assert m["passes"] == m["iterations"] + 1 and m["iterations"] < 1000
+    assert sum(m["weights"]) == pytest.approx(1.0, abs=1e-12)
+    ds = opened("gaussian-mixture-output/components.zarr")
+    proba, k5 = ds["proba5"].values, ds["k5"].values
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-12)
+    np.testing.assert_array_equal(k5, proba.argmax(axis=1))
+    for k in range(2, 7):
+        assert set(np.unique(ds[f"k{k}"].values)) <= set(range(k))
+    gm = ddr.load("gaussian-mixture-output/gm5.model.zarr")
+    X = open_input("demo.zarr", "X").values
+    Z = ddr.PCA(10).fit(X).transform(X)  # the pipeline's scores, computed again
+    np.testing.assert_allclose(gm.predict_proba(Z), proba, rtol=1e-6, atol=1e-9)
+    ic = gm.information_criteria()
+    assert ic["n_samples"] == X.shape[0] and ic["n_components"] == 5
+    gap = 2 * gm.tol * abs(ic["log_likelihood"])
+    assert gm.bic(Z) - 1e-6 <= ic["bic"] <= gm.bic(Z) + gap
+    sk = GaussianMixture(5, covariance_type="tied", init_params="k-means++", random_state=0)
+    assert gm.score(Z) >= sk.fit(Z).score(Z) - 1e-9
+    with open("gaussian-mixture-output/bic.png", "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
 CHECKS = {
     "quickstart": check_quickstart,
     "randomized-pca-wide": check_randomized,
@@ -376,6 +407,7 @@ CHECKS = {
     "one-pass-statistics": check_one_pass,
     "lsa-plsa": check_lsa_plsa,
     "kmeans": check_kmeans,
+    "gaussian-mixture": check_gaussian_mixture,
 }
 
 
