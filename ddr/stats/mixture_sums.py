@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 from scipy.linalg.blas import dsyrk
 
-from ddr.stats._centring import Centring
+from ddr.stats._centring import Centring, scratch
 from ddr.stats._checks import check_block, check_finite
 from ddr.stats.base import CheckData, Statistic
 
@@ -154,30 +154,42 @@ class _Block:
 
     def weighted(self, Y: np.ndarray, squares: np.ndarray | None = None) -> np.ndarray:
         """``log w_k + log N(x; k)`` of the shifted rows ``Y``, shape (m, k); ``squares``,
-        ``Y * Y`` when the caller has it (diag and spherical use it)."""
+        ``Y * Y`` when the caller has it (diag and spherical use it).
+
+        The result and the temporaries are this thread's scratch buffers (see
+        :func:`~ddr.stats._centring.scratch`: in a dask worker every fresh array above
+        128 KiB faults its pages in): the result is valid until the next call.
+        """
         p = self.params
         ct = p.covariance_type
         P = p.precisions_cholesky
-        m, k = Y.shape[0], p.n_components
+        (m, d), k = Y.shape, p.n_components
+        out = scratch("gmm.weighted", (m, k))
         if ct == "full":
-            out = np.empty((m, k))
+            A, Z = scratch("gmm.a", (m, d)), scratch("gmm.b", (m, d))
             for j in range(k):
-                Z = (Y - self.local[j]) @ P[j]
+                np.subtract(Y, self.local[j], out=A)
+                np.matmul(A, P[j], out=Z)
                 out[:, j] = np.einsum("ij,ij->i", Z, Z)
         elif ct == "tied":
-            Z0 = Y @ P
-            out = np.empty((m, k))
+            Z0, Z = np.matmul(Y, P, out=scratch("gmm.a", (m, d))), scratch("gmm.b", (m, d))
             for j in range(k):
-                Z = Z0 - self.local_p[j]
+                np.subtract(Z0, self.local_p[j], out=Z)
                 out[:, j] = np.einsum("ij,ij->i", Z, Z)
         elif ct == "diag":
-            out = (Y * Y if squares is None else squares) @ self.prec.T
-            out -= 2.0 * (Y @ self.local_prec.T)
+            if squares is None:
+                squares = np.multiply(Y, Y, out=scratch("gmm.a", (m, d)))
+            np.matmul(squares, self.prec.T, out=out)
+            G = np.matmul(Y, self.local_prec.T, out=scratch("gmm.g", (m, k)))
+            G *= 2.0
+            out -= G
             out += self.local_term
         else:
-            sq = np.einsum("ij,ij->i", Y, Y) if squares is None else squares @ np.ones(Y.shape[1])
-            out = np.multiply.outer(sq, self.prec)
-            out -= 2.0 * (Y @ self.local.T) * self.prec
+            sq = np.einsum("ij,ij->i", Y, Y) if squares is None else squares @ np.ones(d)
+            np.multiply.outer(sq, self.prec, out=out)
+            G = np.matmul(Y, self.local.T, out=scratch("gmm.g", (m, k)))
+            G *= 2.0 * self.prec
+            out -= G
             out += self.local_term
         out *= -0.5
         out += self.const
@@ -376,7 +388,7 @@ class GaussianMixtureSums(Statistic):
         with np.errstate(over="ignore", invalid="ignore", under="ignore"):
             for start in range(0, n, step):
                 Y = centre(X[start : start + step])
-                YY = Y * Y if per_feature else None
+                YY = np.multiply(Y, Y, out=scratch("gmm.squares", Y.shape)) if per_feature else None
                 R, norm = normalise_log_prob(block.weighted(Y, YY))
                 loglik += float(norm.sum())
                 if c0 is None or cj is None:
@@ -392,8 +404,10 @@ class GaussianMixtureSums(Statistic):
                 weight += R.sum(axis=0)
                 first += R.T @ Y
                 if ct == "full":
+                    A = scratch("gmm.a", Y.shape)  # free again once weighted() returned
                     for j in range(k):
-                        A = (Y - (cj[j] - c0)) * np.sqrt(R[:, j])[:, None]
+                        np.subtract(Y, cj[j] - c0, out=A)
+                        A *= np.sqrt(R[:, j])[:, None]
                         acc[j] = dsyrk(1.0, A.T, beta=1.0, c=acc[j], trans=0, overwrite_c=1)
                 elif ct == "tied":
                     acc_t = dsyrk(1.0, Y.T, beta=1.0, c=acc_t, trans=0, overwrite_c=1)
