@@ -28,7 +28,7 @@ import dataclasses
 from typing import Any, ClassVar, Self
 
 import numpy as np
-from scipy.linalg.blas import dsyrk
+from scipy.linalg.blas import dsyrk, dtrmm
 
 from ddr.stats._centring import Centring, scratch
 from ddr.stats._checks import check_block, check_finite
@@ -142,6 +142,12 @@ class _Block:
         with np.errstate(divide="ignore"):
             log_w = np.log(params.weights)
         self.const = log_w + params.log_det() - 0.5 * params.n_features * _LOG_2PI
+        if ct in ("full", "tied"):
+            # EM's factors are upper triangular (L^-T, scikit-learn's): a triangular product
+            # (TRMM) takes half a GEMM's work; factors of given precisions are lower ones
+            factors = P if ct == "full" else P[None]
+            self.upper = all(not np.tril(f, -1).any() for f in factors)
+            self.factors = [np.asfortranarray(f) for f in factors]
         if ct == "tied":
             self.local_p = self.local @ P
         elif ct == "diag":
@@ -162,17 +168,19 @@ class _Block:
         """
         p = self.params
         ct = p.covariance_type
-        P = p.precisions_cholesky
         (m, d), k = Y.shape, p.n_components
         out = scratch("gmm.weighted", (m, k))
         if ct == "full":
             A, Z = scratch("gmm.a", (m, d)), scratch("gmm.b", (m, d))
             for j in range(k):
                 np.subtract(Y, self.local[j], out=A)
-                np.matmul(A, P[j], out=Z)
-                out[:, j] = np.einsum("ij,ij->i", Z, Z)
+                W = self.times_factor(A, j, Z)
+                out[:, j] = np.einsum("ij,ij->i", W, W)
         elif ct == "tied":
-            Z0, Z = np.matmul(Y, P, out=scratch("gmm.a", (m, d))), scratch("gmm.b", (m, d))
+            A, Z = scratch("gmm.a", (m, d)), scratch("gmm.b", (m, d))
+            np.copyto(A, Y)  # Y is the caller's: the product goes into A
+            Z0 = self.times_factor(A, 0, Z)
+            Z = A if Z0 is Z else Z  # the buffer Z0 is not in
             for j in range(k):
                 np.subtract(Z0, self.local_p[j], out=Z)
                 out[:, j] = np.einsum("ij,ij->i", Z, Z)
@@ -194,6 +202,14 @@ class _Block:
         out *= -0.5
         out += self.const
         return out
+
+    def times_factor(self, A: np.ndarray, j: int, spare: np.ndarray) -> np.ndarray:
+        """``A @ P_j`` (full: component j's factor; tied: the factor, j = 0): in place in
+        ``A`` by TRMM when the factor is upper triangular, else a GEMM into ``spare``."""
+        if self.upper:
+            # A's (d, m) Fortran view: P^T A^T = (A P)^T, overwritten in place
+            return dtrmm(1.0, self.factors[j], A.T, side=0, lower=0, trans_a=1, overwrite_b=1).T
+        return np.matmul(A, self.factors[j], out=spare)
 
 
 def weighted_log_prob(X: np.ndarray, params: GaussianMixtureParams) -> np.ndarray:
