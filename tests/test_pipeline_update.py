@@ -430,6 +430,11 @@ def test_an_interrupted_update_resumes(here, monkeypatch):
     with dask.config.set(scheduler="threads"):
         outcome = run_pipeline(path, update=True, argv=["ddr", "run"])
     assert outcome.status == "interrupted"
+    # the Ctrl-C hurried the requests of that run only: this process's next ones (a notebook
+    # goes on) have their full bounds again
+    from ddr.io.request_bounds import interrupted_at
+
+    assert interrupted_at() is None
     monkeypatch.setattr(ModelKind, "write", original)
     assert output_status("out/pca.model.zarr") == "complete"  # written before the interrupt
     state_fp = read_attrs("out/quick.state.zarr")["ddr:fingerprint"]

@@ -41,6 +41,7 @@ __all__ = [
     "StoreNotAnswering",
     "answered",
     "environment_bounds",
+    "clear_interrupt",
     "interrupt_requests",
     "interrupted_at",
     "Silence",
@@ -129,6 +130,14 @@ def interrupt_requests() -> None:
     with _lock:
         if not _interrupted:
             _interrupted.append(time.monotonic())
+
+
+def clear_interrupt() -> None:
+    """Give requests their full bounds again after a Ctrl-C this process survived (a run
+    interrupted in a notebook or a Python program): called when such a run has released its
+    outputs, and when a run starts."""
+    with _lock:
+        _interrupted.clear()
 
 
 def interrupted_at() -> float | None:

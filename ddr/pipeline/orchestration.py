@@ -287,6 +287,9 @@ def _claimed_run(
 ) -> RunOutcome:
     """Claim the outputs (before a cluster starts: a run refused stops at once), wait and
     plan again if need be, run, and release the claims."""
+    from ddr.io.request_bounds import clear_interrupt
+
+    clear_interrupt()  # a Ctrl-C of an earlier run in this process hurries no request of this one
     argv = list(argv) if argv is not None else None
     claims = claim_outputs(plan, wait=wait, argv=argv)
     try:
@@ -313,6 +316,7 @@ def _claimed_run(
         return _run_on_cluster(plan, files, config, claims, argv, clock)
     finally:
         claims.release()
+        clear_interrupt()  # released: what this process does next has its full bounds
 
 
 def _run_on_cluster(
