@@ -268,8 +268,18 @@ def small_cluster():
 
 
 def _peak_rss_mib() -> float:
+    """The worker process's own peak RSS: /proc's VmHWM (of its memory since exec), not
+    ru_maxrss, which Linux carries over exec from the forked parent's image (a pytest
+    process grown to 1 GiB by earlier tests made every fresh worker look that big)."""
     import resource
 
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
