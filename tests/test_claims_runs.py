@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -158,7 +159,12 @@ def test_a_paused_run_taken_over_never_mixes_outputs(here):
         said = _err(here, "b1")
         assert "ddr: error: run refused: the output " in said, said
         assert f"is being written by another run: run {record['run']} (host " in said, said
-        assert f"pid {a.pid}, since {record['since']}" in said, said
+        # B names the first of A's claims it meets (scores, the model or the run state,
+        # claimed a second apart on a slow machine): the time it says is that claim's
+        named = re.search(r"the output (\S+) is being written", said).group(1)
+        named_claim = json.loads(resolve(named + CLAIM_SUFFIX).read_bytes())
+        assert named_claim["run"] == record["run"], said
+        assert f"pid {a.pid}, since {named_claim['since']}" in said, said
         assert a.poll() is None, "run A ended before B tried: the test tested nothing"
         # A is paused while it streams its scores
         _wait_for(lambda: _scores_chunks(out) >= 1, 120, "run A to write scores", a, here)
