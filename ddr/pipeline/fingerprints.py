@@ -3,7 +3,8 @@ kept by a rerun (``--resume``, ``--update``).
 
 Mixed into the planner. A step's fingerprint hashes its op, parameters (never
 ``storage_options``), the fingerprints of what it reads and ddr's version (and, for a
-``load`` step, the saved model's metadata and where it is); an output's, its own
+``load`` step, the saved model's metadata and where it is; for a searched step, its
+``search:``); an output's, its own
 configuration and the fingerprints of its sources. Inputs are fingerprinted when they are
 opened (:mod:`ddr.pipeline.inputs`: metadata only, never values).
 """
@@ -42,6 +43,8 @@ class Fingerprinting:
                 where = resolve(step.spec.with_["path"], step.spec.with_.get("storage_options"))
                 extra["model"] = metadata_fingerprint(where, None)
                 extra["path"] = where.url
+            if step.spec.search is not None:  # the grid searched, the folds, the scoring
+                extra["search"] = step.spec.search.model_dump(mode="json")
             step.fingerprint = _sha(
                 {
                     "op": step.op.name,

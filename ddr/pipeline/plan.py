@@ -91,6 +91,8 @@ class StepPlan:
     #: (:class:`ddr.pipeline.update_types.Recording`); None: as the estimator fits
     recording: Any = None
     update_note: str = ""  # why an update reads every row of it (``--update``)
+    #: what a searched step's grid search costs (:class:`ddr.model_selection.SearchPlan`)
+    search: Any = None
 
 
 @dataclass
@@ -235,6 +237,7 @@ def _count(n: float) -> str:
 _PHASE_WORDS = {
     "batch": "one shared pass computes the statistics of",
     "fit": "multi-pass fit of",
+    "search": "two-pass grid search of",
     "compute": "scores",
     "lazy": "lazy (reads nothing)",
     "stream": "streams outputs to disk",
@@ -391,7 +394,9 @@ def _step_line(step: StepPlan) -> str:
         "recorded": "  [solved from the recorded statistics: no new rows]",
     }[step.action]
     passes = ""
-    if step.action == "run" and step.op.family in ("fit", "statistic"):
+    if step.action == "run" and step.search is not None and step.spec.search is not None:
+        passes = f"  ({_search_words(step)})"
+    elif step.action == "run" and step.op.family in ("fit", "statistic"):
         if step.one_pass and step.passes is None:
             passes = "  (one pass, then more if it needs them: decided at run time)"
         elif step.one_pass:
@@ -438,6 +443,7 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
                 "with": s.spec.with_,
                 "action": s.action,
                 "one_pass": s.one_pass,
+                "search": _search_dict(s),
                 "load_from": s.load_from.url if s.load_from else None,
                 "fingerprint": s.fingerprint,
             }
@@ -475,6 +481,34 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
         },
         "update": update_dict(plan),
     }
+
+
+def _search_words(step: StepPlan) -> str:
+    """A searched step's search in ``ddr plan``'s words: scoring, folds, candidates, passes."""
+    spec = step.spec.search
+    assert spec is not None
+    cv = spec.cv
+    folds = "contiguous folds" if isinstance(cv, int) else f"hashed folds, seed {cv.seed}"
+    return f"grid search by {spec.scoring or 'its own score'}, {folds}: {step.search}"
+
+
+def _search_dict(step: StepPlan) -> dict[str, Any] | None:
+    """A searched step's search as ``ddr plan --json`` shows it: what the file says and
+    what it costs (None for other steps)."""
+    if step.spec.search is None:
+        return None
+    out: dict[str, Any] = step.spec.search.model_dump(mode="json")
+    plan = step.search
+    if plan is not None:
+        out.update(
+            n_passes=plan.n_passes,
+            n_splits=plan.n_splits,
+            n_candidates=plan.n_candidates,
+            n_statistics=plan.n_statistics,
+            n_solves=plan.n_solves,
+            fold_sizes=list(plan.fold_sizes),
+        )
+    return out
 
 
 # ----------------------------------------------------------------------- utilities

@@ -46,6 +46,7 @@ from ddr.pipeline.recorded_fits import (
     write_run_state,
 )
 from ddr.pipeline.schedulers import active_client, dashboard_link, describe_scheduler
+from ddr.pipeline.searches import make_search
 from ddr.pipeline.spec_types import split_ref
 from ddr.pipeline.summary import OutputResult, RunClock, RunSummary, StepResult, _rel
 from ddr.pipeline.update_report import UpdateReport
@@ -229,7 +230,7 @@ class _Runner(ReadCounting, OutputWriter):
                 self._lazy_step(sid, index)
         elif phase.kind == "batch":
             self._batch(phase.steps, index)
-        elif phase.kind in ("fit", "compute"):
+        elif phase.kind in ("fit", "compute", "search"):
             for sid in phase.steps:
                 self._single(sid, index)
         elif phase.kind == "stream":
@@ -400,6 +401,10 @@ class _Runner(ReadCounting, OutputWriter):
                 logger.info("%s: %s = %.6g", sid, step.op.name, value)
                 self.values[sid] = {"value": value}
                 res.action = "computed"
+            elif step.spec.search is not None:
+                self._search(step, args)
+                res.action = "grid search"
+                res.note = str(self.values[sid]["search"].plan_)
             else:
                 est = self._new(step)
                 plan = fit_plan(est, args)
@@ -423,6 +428,25 @@ class _Runner(ReadCounting, OutputWriter):
             raise RunError(describe_error(exc), f"step {sid} ({step.op.name})") from exc
         res.seconds = round(time.perf_counter() - start, 3)
         res.phase = index
+
+    def _search(self, step: StepPlan, args: dict[str, Any]) -> None:
+        """A searched step: its grid search (two passes), the best candidate refitted from
+        the merge of every fold's statistics as its model, the search and its results as
+        its other outputs (:mod:`ddr.pipeline.searches`)."""
+        assert step.spec.search is not None
+        search = make_search(step.op, step.spec.with_, step.spec.search)
+        passes = Passes(logger, f"{step.id} (grid search)", total=2)
+        passes.start(f"{step.search or 'two passes'}; over {', '.join(self._reads) or 'the data'}")
+        with self.clock.timing("passes"):
+            call(search, "fit", args)
+        passes.finish(f"best {search.best_params_}, {search.scoring_} {search.best_score_:.6g}")
+        self._store_fit(step, search.best_estimator_)
+        self.values[step.id].update(
+            search=search,
+            best_params_=search.best_params_,
+            best_score_=search.best_score_,
+            best_index_=search.best_index_,
+        )
 
     # -------------------------------------------------------------- outputs
 

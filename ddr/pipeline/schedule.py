@@ -16,6 +16,7 @@ import numpy as np
 
 from ddr.pipeline.outputs import output_kind
 from ddr.pipeline.plan import OutputPlan, Phase, StepPlan, ValueMeta
+from ddr.pipeline.searches import SEARCH_OUTPUTS
 from ddr.pipeline.spec_types import split_ref
 from ddr.tags import get_ddr_tags
 
@@ -49,6 +50,15 @@ class Scheduling:
             head = output_kind(out.kind).saved_model(out) if out.action == "skip" else None
             if head is not None:
                 saved.setdefault(head, out.location)
+        # a searched step is loaded from its saved model only if nothing to be written needs
+        # its search (the plot, the results): a saved model keeps no folds
+        searched = {
+            split_ref(ref)[0]
+            for out in self.outputs
+            if out.action != "skip"
+            for ref in out.refs.values()
+            if split_ref(ref)[1] in SEARCH_OUTPUTS
+        }
         needed: set[str] = set()
 
         def need(ref: str) -> None:
@@ -66,7 +76,12 @@ class Scheduling:
                 for r in step.refs.values():
                     need(r)
                 return
-            if step.op.family == "fit" and head in saved and step.op.method == "fit":
+            if (
+                step.op.family == "fit"
+                and head in saved
+                and step.op.method == "fit"
+                and not (step.spec.search is not None and head in searched)
+            ):
                 step.action, step.load_from = "load", saved[head]
                 if "model" in step.outputs:  # loaded: its data are in memory, read from it
                     step.outputs["model"].reads = frozenset()
@@ -89,6 +104,11 @@ class Scheduling:
     def _schedule(self) -> list[Phase]:
         todo = [s for s in self.steps.values() if s.action != "skip"]
         for s in todo:
+            if s.action == "run" and s.spec.search is not None:
+                # a grid search: two passes of its own, whatever the folds and candidates
+                s.one_pass, s.search = False, self._plan_search(s)
+                s.passes = s.search.n_passes if s.search is not None else None
+                continue
             if s.action == "run" and s.op.family in ("fit", "statistic"):
                 s.one_pass = self._is_one_pass(s)
                 s.passes = self._fit_passes(s)
@@ -108,12 +128,15 @@ class Scheduling:
             ]
             batch = [s for s in ready if s not in lazy and s.one_pass]
             scores = [s for s in ready if s.op.family == "apply" and s.op.method == "score"]
+            searches = [s for s in ready if s not in lazy and s.spec.search is not None]
             if lazy:
                 phase = Phase("lazy", [s.id for s in lazy])
             elif batch:
                 phase = Phase("batch", [s.id for s in batch])
             elif scores:
                 phase = Phase("compute", [s.id for s in scores])
+            elif searches:
+                phase = Phase("search", [searches[0].id])
             else:
                 phase = Phase("fit", [ready[0].id])
             if phase.kind != "lazy":
@@ -122,7 +145,7 @@ class Scheduling:
                         # a batch reads each input once; each score is its own pass; a
                         # multi-pass fit as often as its estimator says (1 if not known)
                         count = phase.reads.get(inp, 0) + 1 if phase.kind == "compute" else 1
-                        if phase.kind == "fit":
+                        if phase.kind in ("fit", "search"):
                             count = self.steps[sid].passes or 1
                         phase.reads[inp] = count
             done |= set(phase.steps)
@@ -194,6 +217,21 @@ class Scheduling:
 
         if step.op.family == "statistic":
             return True
+        args = self._lazy_args(step)
+        if args is None:
+            return None
+        est = step.op.cls(**step.spec.with_)
+        try:
+            with dask.config.set(scheduler=_forbid_compute):
+                plan = fit_plan(est, args)
+        except (TypeError, ValueError) as exc:
+            self.problem(("steps", step.id), f"{step.op.name}: {exc}")  # type: ignore[attr-defined]
+            return None
+        return plan is not None
+
+    def _lazy_args(self, step: StepPlan) -> dict[str, Any] | None:
+        """The step's arguments as lazy arrays: inputs as they are, arrays of steps as
+        zeros of their shape (None when a shape is not known)."""
         args = {}
         for role, ref in step.refs.items():
             head, _ = split_ref(ref)
@@ -204,14 +242,24 @@ class Scheduling:
                 if meta is None or meta.shape is None or any(s is None for s in meta.shape):
                     return None
                 args[role] = _standin(meta)
-        est = step.op.cls(**step.spec.with_)
+        return args
+
+    def _plan_search(self, step: StepPlan) -> Any:
+        """What a searched step's grid search costs (:func:`ddr.pipeline.searches.plan_search`
+        on lazy stand-ins, nothing computed); what it refuses is a problem of its ``search``."""
+        from ddr.pipeline.searches import plan_search
+
+        args = self._lazy_args(step)
+        if args is None or step.spec.search is None:
+            return None
+        import dask
+
         try:
             with dask.config.set(scheduler=_forbid_compute):
-                plan = fit_plan(est, args)
+                return plan_search(step.op, step.spec.with_, step.spec.search, args)
         except (TypeError, ValueError) as exc:
-            self.problem(("steps", step.id), f"{step.op.name}: {exc}")  # type: ignore[attr-defined]
+            self.problem(("steps", step.id, "search"), f"{step.op.name}: {exc}")  # type: ignore[attr-defined]
             return None
-        return plan is not None
 
     def _open_ended(self, step: StepPlan) -> bool:
         """Whether the estimator says its passes over an X of this shape are decided while

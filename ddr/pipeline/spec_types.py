@@ -19,12 +19,14 @@ from ddr.config.validation import Duration, Int, PathStr, check_duration, not_a_
 
 __all__ = [
     "ChunkSize",
+    "HashFolds",
     "IfExists",
     "InputSpec",
     "Name",
     "PipelineSpec",
     "Ref",
     "RunOptions",
+    "SearchSpec",
     "StepSpec",
     "StorageOptions",
     "Strict",
@@ -165,6 +167,64 @@ class InputSpec(Strict):
         return out
 
 
+def _check_scoring(value: str | None) -> str | None:
+    # the scorings a search computes lazily are ddr.model_selection's, named once there
+    from ddr.model_selection import SCORINGS
+
+    if value is not None and value not in SCORINGS:
+        raise ValueError(
+            f"scoring must be one of {sorted(SCORINGS)} (or left out: the estimator's own "
+            f"score); got {value!r}"
+        )
+    return value
+
+
+def _check_folds(value: int) -> int:
+    if value < 2:
+        raise ValueError(f"a search needs at least 2 folds; got {value}")
+    return value
+
+
+#: A number of folds (at least 2).
+Folds = Annotated[int, BeforeValidator(not_a_bool), AfterValidator(_check_folds)]
+
+
+class HashFolds(Strict):
+    """Shuffled folds by a hash of each row's position (``ddr.model_selection.HashKFold``):
+    the same folds for every chunking of the rows."""
+
+    hash_folds: Folds = Field(description="Number of folds (at least 2).")
+    seed: Annotated[int, BeforeValidator(not_a_bool), Field(ge=0)] = Field(
+        0, description="A non-negative int: each seed gives another split."
+    )
+
+
+#: One grid: parameter -> the values to try (at least one).
+Grid = dict[Name, Annotated[list[Any], Field(min_length=1)]]
+
+
+class SearchSpec(Strict):
+    """A grid search of a fit step (``ddr.model_selection.GridSearchCV``): two passes over
+    its data whatever the folds and candidates; the step's model is the best candidate,
+    refitted from the merge of every fold's statistics."""
+
+    param_grid: Grid | Annotated[list[Grid], Field(min_length=1)] = Field(
+        description="Parameter -> values to try (scikit-learn's param_grid), or a list of "
+        "such grids; the parameters are the estimator's, checked as `with:` is."
+    )
+    cv: Folds | HashFolds = Field(
+        5,
+        description="An int: that many contiguous folds (scikit-learn's KFold); "
+        "{hash_folds: K, seed: S}: shuffled folds by a hash of each row's position.",
+    )
+    scoring: Annotated[str | None, AfterValidator(_check_scoring)] = Field(
+        None,
+        description="accuracy, neg_log_loss or mean_log_likelihood; left out: the "
+        "estimator's own score (accuracy for classifiers, the mean log-likelihood for PCA "
+        "and the densities).",
+    )
+
+
 class StepSpec(Strict):
     """One step: an op from the registry, its inputs by name and its parameters."""
 
@@ -177,6 +237,11 @@ class StepSpec(Strict):
         default_factory=dict,
         alias="with",
         description="Parameters of the op (the estimator's constructor parameters for fits).",
+    )
+    search: SearchSpec | None = Field(
+        None,
+        description="A fit step only: search this grid of the estimator's parameters by "
+        "cross-validation (two passes over the data); the step's model is the best one.",
     )
     description: str = ""
 

@@ -201,6 +201,8 @@ class StatePlanning:
         if step.op.family == "load":
             where = resolve(step.spec.with_["path"], step.spec.with_.get("storage_options"))
             extra = {"model": metadata_fingerprint(where, None), "path": where.url}
+        if step.spec.search is not None:
+            extra["search"] = step.spec.search.model_dump(mode="json")
         params = {k: v for k, v in step.spec.with_.items() if k != "storage_options"}
         return _sha(
             {"op": step.op.name, "with": params, "inputs": refs, "ddr": __version__, **extra}
@@ -210,6 +212,8 @@ class StatePlanning:
         """Whether the step's fit is one pass of statistics that merge (asked of the
         estimator on lazy stand-ins; nothing is computed): its statistics can be recorded."""
         if not step.outputs:  # refused while planning: reported there
+            return False
+        if step.spec.search is not None:  # per-fold statistics, not recorded: searched anew
             return False
         if step.op.family == "statistic":
             return True

@@ -120,6 +120,14 @@ class UpdatePlanning:
         rows = self._rows(arrays[0]) if arrays else None
         for r in arrays[1:]:
             rows = None if rows is None else rows.meet(self._rows(r))
+        if step.spec.search is not None:
+            # its folds' statistics are not recorded (nor could a saved model give them)
+            step.update_note = (
+                "a grid search: searched again over every row, two passes; the folds' "
+                "statistics are not recorded"
+            )
+            self._same_model[sid] = False
+            return
         if sid not in state.recorded or "X" not in step.refs:
             step.update_note = (
                 "a fit of several passes, or one whose statistics do not merge: no warm start"
