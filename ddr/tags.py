@@ -43,6 +43,7 @@ __all__ = [
     "n_components_limit",
     "n_components_width",
     "never",
+    "no_decided_params",
     "no_statistics",
     "rank_limit",
     "unknown_passes",
@@ -176,6 +177,22 @@ def always(n_samples: Any, n_features: Any) -> bool:
     return True
 
 
+def no_decided_params(n_samples: Any, n_features: Any) -> dict[str, Any]:
+    """No parameter decided by the data's shape (the default of ``decided_params``).
+
+    Parameters
+    ----------
+    n_samples, n_features : int or None
+        The shape of the data (None where it is not known).
+
+    Returns
+    -------
+    dict
+        Empty.
+    """
+    return {}
+
+
 def n_components_width(n_components: Any) -> ShapeRule:
     """Output width rule of ``n_components`` columns when it is an int, else unknown.
 
@@ -278,6 +295,17 @@ class FitTags:
         Whether the fitted model keeps its training data as it was given (a dask X stays
         lazy, unread), so that every later use of the whole model (saving it, scoring with
         it, drawing it) reads that data again: ``ddr plan`` counts those passes.
+    searchable : callable ``(n_samples, n_features) -> bool``, default never
+        Whether ``fit`` on any subset of rows of data of this shape is one pass of mergeable
+        statistics and a solve that reads no data but may keep the subset's rows lazily
+        (an exact kernel density), so that ``ddr.model_selection`` builds the model of "all
+        folds but k" from the folds' merged statistics and rows, exactly. Every
+        ``mergeable`` fit is searchable; a fit that keeps its rows is searchable without
+        being mergeable (``partial_fit`` would need the rows of every earlier batch).
+    decided_params : callable ``(n_samples, n_features) -> dict``, default none
+        Parameters whose value ``fit`` decides from the data's shape (an ``"auto"``
+        resolved), as ``{name: value}``: a search fixes them from the whole data before
+        fitting subsets of its rows, so that every fold gets the same kind of fit.
     """
 
     passes: ShapeRule = UNDECLARED
@@ -286,6 +314,8 @@ class FitTags:
     solve_params: frozenset[str] = frozenset()
     loads_data: str | None = None
     keeps_data: ShapeRule = never
+    searchable: ShapeRule = never
+    decided_params: Callable[[Any, Any], dict[str, Any]] = no_decided_params
 
 
 @dataclasses.dataclass(slots=True)

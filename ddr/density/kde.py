@@ -232,6 +232,14 @@ class KernelDensity(LogLikelihoodScore, DDRMixin, BaseEstimator):
         tags.fit.passes = unknown_passes if self.bandwidth == "cv" else fixed_passes(1)
         tags.fit.statistics = moments_pass
         tags.fit.keeps_data = self._keeps_data
+        tags.fit.searchable = self._searchable
+        tags.fit.decided_params = self._decided_params
+        # the moments and the lattice do not depend on these: a grid of them is one pass
+        tags.fit.solve_params = frozenset(
+            {"bandwidth", "bandwidth_scaling", "cv_bandwidths", "cv_max_samples"}
+            # "auto" picks exact or binned by the kernel: a kernel changes the statistics
+            | ({"kernel"} if self.algorithm != "auto" else set())
+        )
         tags.translation_invariant = "score_samples"
         tags.checks.expected_failed_checks = {
             "check_sample_weight_equivalence_on_dense_data": WEIGHTS_SINGULAR
@@ -241,13 +249,31 @@ class KernelDensity(LogLikelihoodScore, DDRMixin, BaseEstimator):
     def _keeps_data(self, n_samples: Any, n_features: Any) -> bool:
         """Exact mode keeps the training data (lazy for dask input): every later use of the
         model reads it; binned mode keeps a histogram."""
+        return self._algorithm_for(n_samples, n_features) != "binned"
+
+    def _algorithm_for(self, n_samples: Any, n_features: Any) -> str | None:
+        """Mode "exact" or "binned" for data of this shape; None for "auto" on an unknown shape."""
         if self.algorithm != "auto":
-            return self.algorithm == "exact"
+            return str(self.algorithm)
         if n_samples is None or n_features is None:
-            return True
-        return not (
-            n_features <= 2 and n_samples > AUTO_BINNED_ROWS and self.kernel in BINNED_KERNELS
-        )
+            return None
+        binned = n_features <= 2 and n_samples > AUTO_BINNED_ROWS and self.kernel in BINNED_KERNELS
+        return "binned" if binned else "exact"
+
+    def _searchable(self, n_samples: Any, n_features: Any) -> bool:
+        """A fit on any rows is one pass of mergeable statistics (moments and, binned, the
+        lattice) and a solve that reads nothing: exact mode keeps the rows lazily, so the
+        model of "all folds but k" is the folds' merged statistics and their rows
+        (``ddr.model_selection``). Not exact "cv", whose leave-one-out scores read the rows
+        in the solve. Not ``mergeable``: exact mode has no ``partial_fit`` (it would need
+        every earlier batch's rows), and binned mode none yet."""
+        return self.bandwidth != "cv" or self._algorithm_for(n_samples, n_features) == "binned"
+
+    def _decided_params(self, n_samples: Any, n_features: Any) -> dict[str, Any]:
+        """``algorithm="auto"`` decided by the whole data's row count: a search fits every
+        fold the same way (a fold of 20 000 rows of 100 000 would otherwise be exact)."""
+        algorithm = self._algorithm_for(n_samples, n_features)
+        return {"algorithm": algorithm} if self.algorithm == "auto" and algorithm else {}
 
     def _scaling(self) -> str:
         return resolve_scaling(self.bandwidth_scaling, self.bandwidth)

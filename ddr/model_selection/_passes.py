@@ -17,6 +17,13 @@ statistics, e.g. LDA's ``shrinkage="auto"``, which adds fourth moments) get thei
 statistics of every fold, computed in the same pass 1 (the fold's rows are read once for
 all); candidates whose statistics are the same graph (the same keys) share its
 computation. Either way the data is read twice, whatever ``K`` and ``G``.
+
+A fit that keeps its training rows (an exact kernel density: ``tags.fit.searchable``
+without ``mergeable``) fits the same way: its statistic of a fold is the fold's moments, and
+the model of "all folds but k" keeps those folds' rows lazily (the same arrays as the folds'
+own), so pass 2 reads every chunk once for all the kernel sums of every (fold, candidate)
+pair. Parameters the fit decides from the data's shape (``tags.fit.decided_params``:
+KernelDensity's ``algorithm="auto"``) are decided once, from all rows, for every fold.
 """
 
 from __future__ import annotations
@@ -180,10 +187,17 @@ class Search:
         checked to be one pass of mergeable statistics."""
         n, d = self.folds.n_samples, self.folds.n_features
         groups: dict[str, _Group] = {}
+        #: each candidate with the parameters its fit decides from the data's shape fixed
+        #: from the whole data (an "auto" that would decide otherwise on a fold's rows)
+        self.settings: list[dict[str, Any]] = []
         for i, cand in enumerate(self.candidates):
             est = clone(self.estimator).set_params(**cand)
             tags = get_ddr_tags(est)
-            if not tags.fit.mergeable(n, d):
+            decided = tags.fit.decided_params(n, d)
+            if decided:
+                tags = get_ddr_tags(est.set_params(**decided))
+            self.settings.append({**cand, **decided})
+            if not (tags.fit.mergeable(n, d) or tags.fit.searchable(n, d)):
                 raise ValueError(
                     f"{_describe(est, cand)} is not fitted by one pass of mergeable statistics "
                     f"on {n} x {d} data, which ddr.model_selection needs (each fold's "
@@ -191,7 +205,7 @@ class Search:
                     "scikit-learn's GridSearchCV on in-memory data, or choose parameters of a "
                     "one-pass fit (e.g. PCA's svd_solver='covariance_eigh')"
                 )
-            params = {k: v for k, v in cand.items() if k not in tags.fit.solve_params}
+            params = {k: v for k, v in self.settings[i].items() if k not in tags.fit.solve_params}
             key = dask.base.tokenize(sorted(params.items(), key=lambda kv: kv[0]))
             groups.setdefault(key, _Group(params, [])).members.append(i)
         return list(groups.values())
@@ -199,7 +213,7 @@ class Search:
     def _plan_folds(self, group: _Group) -> None:
         """The statistics of every fold for the group's first candidate (they are the
         group's: its candidates differ only in what enters the solve)."""
-        cand = self.candidates[group.members[0]]
+        cand = self.settings[group.members[0]]
         try:
             for k in range(self.folds.n_splits):
                 group.plans.append(self._fit_plan(cand, self.folds.test(k)))
@@ -252,9 +266,7 @@ class Search:
                     try:
                         if group.error is not None or train is None:
                             raise group.error or ValueError("no statistics")
-                        est = self._fit_plan(self.candidates[i], self.folds.train(k)).solve(
-                            train[k]
-                        )
+                        est = self._fit_plan(self.settings[i], self.folds.train(k)).solve(train[k])
                         fit_times[i, k] = time.perf_counter() - start
                         graphs[i, k] = self.scorer(est, self.folds.test(k))
                         models[i, k] = est
@@ -299,7 +311,7 @@ class Search:
     def refit(self, index: int, values: list[Any]) -> tuple[Any, float]:
         """Candidate ``index`` solved from the merge of every fold's statistics."""
         start = time.perf_counter()
-        est = self._fit_plan(self.candidates[index], self.folds.all()).solve(_merge_all(values))
+        est = self._fit_plan(self.settings[index], self.folds.all()).solve(_merge_all(values))
         return est, time.perf_counter() - start
 
     def group_of(self, index: int) -> int:

@@ -9,11 +9,13 @@ search offers are written here, each equal to scikit-learn's on the same rows:
 - ``"neg_log_loss"``: the mean of ``log(predict_proba)`` at the true class, the probability
   clipped to ``[eps, 1 - eps]`` (scikit-learn's ``neg_log_loss``);
 - ``"mean_log_likelihood"``: the mean of ``score_samples`` (the ``score`` of PCA, the
-  densities and CCA: the mean log-likelihood of a row).
+  densities and CCA: the mean log-likelihood of a row);
+- ``"total_log_likelihood"``: the sum of ``score_samples`` over the held-out rows (the
+  ``score`` of :class:`ddr.KernelDensity`, as of scikit-learn's ``KernelDensity``).
 
 ``scoring=None`` means the estimator's own ``score``: accuracy for a classifier
-(scikit-learn's contract for classifiers), the mean log-likelihood for an estimator whose
-``score`` is the mean of its ``score_samples``.
+(scikit-learn's contract for classifiers), the mean (or total) log-likelihood for an
+estimator whose ``score`` is the mean (or sum) of its ``score_samples``.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ class LazyScorer:
     Attributes
     ----------
     name : str
-        ``"accuracy"``, ``"neg_log_loss"`` or ``"mean_log_likelihood"``.
+        ``"accuracy"``, ``"neg_log_loss"``, ``"mean_log_likelihood"`` or
+        ``"total_log_likelihood"``.
     fn : callable ``(estimator, part) -> Delayed``
     """
 
@@ -116,11 +119,19 @@ def _block_log_proba(proba: np.ndarray, y: np.ndarray, classes: np.ndarray) -> t
     return float(np.log(p).sum()), proba.shape[0]
 
 
-def _mean_log_likelihood(estimator: Any, part: Part) -> Any:
+def _log_likelihoods(estimator: Any, part: Part) -> da.Array:
     score_samples = estimator.score_samples
     # two-view models (CCA) score the pair of rows: their y is the second view
     args = (part.X, part.y) if part.y is not None and _takes_y(score_samples) else (part.X,)
-    return _row_mean(_block_sum, [_data(score_samples(*args, **part.method_params))])
+    return _data(score_samples(*args, **part.method_params))
+
+
+def _mean_log_likelihood(estimator: Any, part: Part) -> Any:
+    return _row_mean(_block_sum, [_log_likelihoods(estimator, part)])
+
+
+def _total_log_likelihood(estimator: Any, part: Part) -> Any:
+    return _row_mean(_block_sum, [_log_likelihoods(estimator, part)], total=True)
 
 
 def _block_sum(values: np.ndarray) -> tuple[float, int]:
@@ -131,15 +142,18 @@ def _block_sum(values: np.ndarray) -> tuple[float, int]:
 _FAN_IN = 32
 
 
-def _row_mean(fn: Callable[..., tuple[float, int]], arrays: list[da.Array], *extra: Any) -> Any:
-    """The mean over rows of a per-block ``fn(*blocks, *extra) -> (sum, rows)``, as a
-    ``Delayed``: one task per block and a merge tree. The layer is written out directly:
+def _row_mean(
+    fn: Callable[..., tuple[float, int]], arrays: list[da.Array], *extra: Any, total: bool = False
+) -> Any:
+    """The mean over rows of a per-block ``fn(*blocks, *extra) -> (sum, rows)`` (the sum
+    with ``total``), as a ``Delayed``: one task per block and a merge tree. The layer is
+    written out directly:
     dask's elementwise operations and ``mean`` took 40 ms per score to build (their
     metadata is computed per operation), a tenth of a second per fold and candidate."""
     keys = [list(flatten(a.__dask_keys__())) for a in arrays]
     if len({len(k) for k in keys}) != 1:
         raise ValueError("the arrays of a score must have the same row blocks")
-    token = tokenize(fn.__name__, *(a.name for a in arrays), *extra)
+    token = tokenize(fn.__name__, *(a.name for a in arrays), *extra, total)
     block = f"ddr-score-block-{token}"
     layer: dict[Any, Any] = {
         (block, i): (fn, *(k[i] for k in keys), *extra) for i in range(len(keys[0]))
@@ -153,7 +167,7 @@ def _row_mean(fn: Callable[..., tuple[float, int]], arrays: list[da.Array], *ext
             merged.append((f"ddr-score-merge-{token}", depth, j))
         level, depth = merged, depth + 1
     final = f"ddr-score-{token}"
-    layer[final] = (_mean, level[0])
+    layer[final] = (_sum if total else _mean, level[0])
     deps: list[Any] = list(arrays)
     return Delayed(final, HighLevelGraph.from_collections(final, layer, dependencies=deps))
 
@@ -164,6 +178,10 @@ def _add(*parts: tuple[float, int]) -> tuple[float, int]:
 
 def _mean(part: tuple[float, int]) -> float:
     return part[0] / part[1]
+
+
+def _sum(part: tuple[float, int]) -> float:
+    return float(part[0])
 
 
 def _takes_y(method: Callable[..., Any]) -> bool:
@@ -178,6 +196,7 @@ SCORINGS: dict[str, LazyScorer] = {
         LazyScorer("accuracy", _accuracy),
         LazyScorer("neg_log_loss", _neg_log_loss),
         LazyScorer("mean_log_likelihood", _mean_log_likelihood),
+        LazyScorer("total_log_likelihood", _total_log_likelihood),
     )
 }
 
@@ -186,6 +205,7 @@ _NEEDS = {
     "accuracy": "predict",
     "neg_log_loss": "predict_proba",
     "mean_log_likelihood": "score_samples",
+    "total_log_likelihood": "score_samples",
 }
 
 
@@ -196,6 +216,14 @@ def _mean_log_likelihood_scores() -> tuple[Any, ...]:
     from ddr.families import LogLikelihoodScore
 
     return (LogLikelihoodScore.score, CCA.score)
+
+
+def _total_log_likelihood_scores() -> tuple[Any, ...]:
+    """The ``score`` methods that are the sum of ``score_samples``: KernelDensity's
+    (scikit-learn's convention for its ``KernelDensity``)."""
+    from ddr.density.kde import KernelDensity
+
+    return (KernelDensity.score,)
 
 
 def check_scoring(estimator: Any, scoring: str | None) -> LazyScorer:
@@ -224,6 +252,8 @@ def check_scoring(estimator: Any, scoring: str | None) -> LazyScorer:
             scoring = "accuracy"
         elif score is not None and score in _mean_log_likelihood_scores():
             scoring = "mean_log_likelihood"
+        elif score is not None and score in _total_log_likelihood_scores():
+            scoring = "total_log_likelihood"
         else:
             what = "has no score method" if score is None else "has a score ddr cannot build lazily"
             raise ValueError(

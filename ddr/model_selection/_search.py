@@ -112,13 +112,17 @@ class GridSearchCV(MetaEstimatorMixin, BaseEstimator):
     ----------
     estimator : ddr estimator
         Its fit must be one pass of mergeable statistics for every candidate
-        (``tags.fit.mergeable``); grid parameters in its ``tags.fit.solve_params`` share
-        their statistics, others get their own (in the same pass).
+        (``tags.fit.mergeable``), or one that also keeps its rows lazily
+        (``tags.fit.searchable``: an exact KernelDensity); grid parameters in its
+        ``tags.fit.solve_params`` share their statistics, others get their own (in the same
+        pass).
     param_grid : dict or list of dict
         Parameter names to lists of values (scikit-learn's ``ParameterGrid``).
-    scoring : {"accuracy", "neg_log_loss", "mean_log_likelihood"} or None, default None
+    scoring : {"accuracy", "neg_log_loss", "mean_log_likelihood", "total_log_likelihood"} \
+or None, default None
         None: the estimator's ``score`` (accuracy for classifiers, the mean log-likelihood
-        for PCA, the densities and CCA).
+        for PCA, the densities and CCA, the total log-likelihood of the held-out rows for
+        KernelDensity, as scikit-learn's).
     cv : int, sklearn.model_selection.KFold or HashKFold, default 5
         An int: that many contiguous folds (scikit-learn's ``KFold`` without shuffling, also
         for classifiers, where scikit-learn stratifies). ``HashKFold(n_splits, seed=...)``:
