@@ -10,7 +10,9 @@ coordinate kept and a new named dim.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import inspect
 import os
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +28,9 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ddr._hooks import saver
 from ddr._merged_fit import MergedFitMixin
 from ddr.stats._checks import block_start, check_rows, rows_at, sum_is_finite
-from ddr.stats._input import Rows, align_to_rows, as_rows, is_sparse
+from ddr.stats._grid import SampleDims
+from ddr.stats._grid_out import accept_sample_dims, fitted_dataarray, rows_dataarray
+from ddr.stats._input import Rows, align_to_rows, as_rows, is_sparse, is_xarray
 from ddr.stats.engine import aligned
 from ddr.tags import FEATURE, DDRTags, TransformerTags, check_estimator_class, get_ddr_tags
 
@@ -200,6 +204,7 @@ class DDRMixin:
         super().__init_subclass__(**kwargs)
         if cls._renamed_params and "__init__" in cls.__dict__:
             cls.__init__ = _accepting_old_names(cls.__dict__["__init__"])  # type: ignore[method-assign]
+        _take_sample_dims(cls)
         _check_declared(cls)
 
     # ------------------------------------------------------------------- tags
@@ -290,7 +295,9 @@ class DDRMixin:
         """
         if not reset:
             check_is_fitted(self)
-        rows = as_rows(X, sample_dim=sample_dim) if _is_lazy_or_xarray(X) else None
+        else:
+            self._forget_features()
+        rows = self._input_rows(X, reset=reset, sample_dim=sample_dim)
         sparse_ok = self.__sklearn_tags__().input_tags.sparse  # type: ignore[attr-defined]
         if rows is not None and rows.is_lazy and rows.is_sparse and not sparse_ok:
             raise TypeError(
@@ -318,7 +325,7 @@ class DDRMixin:
                 return Rows(arr, "numpy")
             if reset:
                 self._remember_features(rows)
-            return Rows(arr, rows.kind, rows.sample_dim, rows.feature_dim, rows.template)
+            return dataclasses.replace(rows, data=arr)
         n_features = rows.shape[1]
         if reset:
             self.n_features_in_ = n_features
@@ -349,14 +356,20 @@ class DDRMixin:
         from sklearn.utils import check_array
 
         check_is_fitted(self)
-        rows = as_rows(X, sample_dim=sample_dim) if _is_lazy_or_xarray(X) else as_rows(X)
+        sample_dim = self._default_sample_dims(X, sample_dim)
+        if _is_lazy_or_xarray(X):
+            # scores have no mask; what they map back to is the fitted grid
+            rows = as_rows(X, sample_dim=sample_dim, masks=False)
+            rows = dataclasses.replace(rows, layout=getattr(self, "feature_layout_", None))
+        else:
+            rows = as_rows(X)
         if not rows.is_lazy:
             data = check_array(
                 rows.data,
                 dtype=[np.float64, np.float32],
                 ensure_all_finite="allow-nan" if allow_nan else True,
             )
-            rows = Rows(data, rows.kind, rows.sample_dim, rows.feature_dim, rows.template)
+            rows = dataclasses.replace(rows, data=data)
         name = type(self).__name__
         if n_features is not None and rows.shape[1] != n_features:
             raise ValueError(
@@ -374,23 +387,65 @@ class DDRMixin:
         """Labels aligned with ``rows`` (numpy for in-memory rows, dask with the same chunks)."""
         return align_to_rows(y, rows, "y")
 
+    def _input_rows(self, X: Any, *, reset: bool, sample_dim: Hashable | None) -> Rows | None:
+        """``as_rows`` of dask or xarray input (None for in-memory arrays). A DataArray fitted
+        as a grid is read as one after the fit too: on the fitted feature dims, with the
+        fitted mask, and by default over the fitted sample dims."""
+        if not _is_lazy_or_xarray(X):
+            return None
+        layout = None if reset else getattr(self, "feature_layout_", None)
+        if not reset:
+            sample_dim = self._default_sample_dims(X, sample_dim)
+        return as_rows(
+            X,
+            sample_dim=sample_dim,
+            fitted=layout if is_xarray(X) else None,
+            missing_ok=bool(self.__sklearn_tags__().input_tags.allow_nan),  # type: ignore[attr-defined]
+        )
+
+    def _default_sample_dims(self, X: Any, sample_dim: Hashable | None) -> Hashable | None:
+        """``sample_dim``, or the fitted sample dims where none is given and X has them."""
+        fitted = getattr(self, "sample_dims_", None)
+        if sample_dim is not None or fitted is None or not is_xarray(X):
+            return sample_dim
+        return SampleDims(fitted) if set(fitted) <= set(X.dims) else None
+
+    def _forget_features(self) -> None:
+        """Drop what a previous fit remembered of its input's features."""
+        for attr in ("feature_dim_", "feature_coords_", "feature_layout_", "sample_dims_"):
+            self.__dict__.pop(attr, None)
+
     def _remember_features(self, rows: Rows) -> None:
         tmpl = rows.template
         self.feature_dim_ = rows.feature_dim
-        if rows.feature_dim in tmpl.coords:
+        if rows.layout is not None:
+            # a grid: feature-shaped attributes go back on it (as_xarray)
+            self.feature_layout_ = rows.layout
+            self.sample_dims_ = tuple(rows.sample_dims or ())
+        elif rows.feature_dim in tmpl.coords:
             self.feature_coords_ = np.asarray(tmpl.coords[rows.feature_dim].values)
 
     # ----------------------------------------------------------------- output
     def as_xarray(self, name: str) -> Any:
-        """A fitted attribute as a DataArray with named dims and the feature coordinate.
+        """A fitted attribute as a DataArray with named dims and the features' coordinates.
+
+        The attribute itself stays a numpy array (scikit-learn's contract); this is its
+        labelled view. Fitted on a DataArray with several feature dims (a grid), each feature
+        axis becomes the grid's dims with their coordinates, NaN at masked features: a map
+        per component, class or cluster. Attributes ``long_name``, ``ddr:estimator`` and
+        ``ddr:attribute`` say what it is.
 
         Parameters
         ----------
         name : str
             A fitted attribute listed in the estimator's ``xarray_dims`` tag.
-        """
-        import xarray as xr
 
+        Returns
+        -------
+        xarray.DataArray
+            Dims as declared, the feature dim replaced by the training data's feature dims
+            (e.g. ``components_``: ``("component", "lat", "lon")``).
+        """
         check_is_fitted(self)
         declared = get_ddr_tags(self).xarray_dims
         if name not in declared:
@@ -398,15 +453,23 @@ class DDRMixin:
                 f"{type(self).__name__}.as_xarray: {name!r} is not available; valid names are "
                 f"{sorted(declared)}"
             )
-        value = np.asarray(getattr(self, name))
-        fdim = getattr(self, "feature_dim_", "feature")
-        dims = tuple(fdim if d == FEATURE else d for d in declared[name])
-        coords: dict[str, Any] = {}
-        if FEATURE in declared[name] and hasattr(self, "feature_coords_"):
-            coords[fdim] = self.feature_coords_
-        if "class" in dims and hasattr(self, "classes_"):
-            coords["class"] = self.classes_
-        return xr.DataArray(value, dims=dims, coords=coords, name=name.rstrip("_"))
+        est = type(self).__name__
+        coords = {"class": self.classes_} if hasattr(self, "classes_") else {}
+        return fitted_dataarray(
+            np.asarray(getattr(self, name)),
+            declared[name],
+            feature_token=FEATURE,
+            feature_dim=getattr(self, "feature_dim_", "feature"),
+            feature_coords=getattr(self, "feature_coords_", None),
+            layout=getattr(self, "feature_layout_", None),
+            coords=coords,
+            name=name.rstrip("_"),
+            attrs={
+                "long_name": f"{name.rstrip('_').replace('_', ' ')} of {est}",
+                "ddr:estimator": est,
+                "ddr:attribute": name,
+            },
+        )
 
     # ------------------------------------------------------------ persistence
     def save(
@@ -647,7 +710,14 @@ def map_rows(
         out = fn(X, *args)
     if rows.kind != "xarray":
         return out
-    return _wrap_xarray(rows, out, n_out, new_dim, new_coords, name or fn.__name__.strip("_"))
+    attrs = {}
+    if method:
+        est, _, meth = method.partition(".")
+        attrs = {"long_name": f"{meth or est} output of {est}", "ddr:estimator": est}
+        attrs.update({"ddr:method": meth} if meth else {})
+    return rows_dataarray(
+        rows, out, n_out, new_dim, new_coords, name or fn.__name__.strip("_"), attrs
+    )
 
 
 def _key_name(name: str | None, fn: Callable, X: da.Array, args: tuple[Any, ...]) -> str:
@@ -710,20 +780,22 @@ def _wrap_xarray(
     new_coords: Sequence[Any] | None,
     name: str,
 ) -> Any:
-    import xarray as xr
+    """``out`` as a DataArray on the rows' sample dims (:func:`rows_dataarray`)."""
+    return rows_dataarray(rows, out, n_out, new_dim, new_coords, name)
 
-    tmpl = rows.template
-    sdim = rows.sample_dim
-    coords: dict[str, Any] = {}
-    if sdim in tmpl.coords:
-        coords[sdim] = tmpl.coords[sdim]
-    # non-index coords that live on the sample dim only (e.g. time labels) follow the rows
-    for cname, coord in tmpl.coords.items():
-        if cname != sdim and coord.dims == (sdim,):
-            coords[cname] = coord
-    if n_out is None:
-        return xr.DataArray(out, dims=(sdim,), coords=coords, name=name)
-    dim = new_dim or "component"
-    if new_coords is not None:
-        coords[dim] = np.asarray(new_coords)
-    return xr.DataArray(out, dims=(sdim, dim), coords=coords, name=name)
+
+def _take_sample_dims(cls: type) -> None:
+    """Every public method of ``cls`` that takes ``sample_dim`` (or passes ``**kwargs`` on to
+    one that does) also takes ``sample_dims=`` (:func:`accept_sample_dims`), in one place
+    rather than in each estimator's signature."""
+    seen: set[str] = set()
+    for klass in cls.__mro__:
+        for attr, fn in vars(klass).items():
+            if attr in seen or attr.startswith("_") or attr in ("set_params", "get_params"):
+                continue
+            seen.add(attr)
+            # plain functions only: scikit-learn's request methods are descriptors
+            if inspect.isfunction(fn) and not getattr(fn, "_takes_sample_dims", False):
+                wrapped = accept_sample_dims(fn)
+                if wrapped is not fn:
+                    setattr(cls, attr, wrapped)

@@ -47,7 +47,7 @@ from ddr.base import FEATURE, map_rows
 from ddr.cross_decomposition._views import TwoViewMixin
 from ddr.linalg.signs import component_signs
 from ddr.stats import Moments
-from ddr.stats._input import Rows, is_dask, is_xarray
+from ddr.stats._input import is_dask, is_xarray
 from ddr.tags import DDRTags
 
 __all__ = ["CCA"]
@@ -269,9 +269,7 @@ class CCA(TwoViewMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         lam_y, U_y = linalg.eigh(self.y_covariance_)
         logdet = float(np.log(lam_x).sum() + np.log(lam_y).sum() + np.log1p(-(s**2)).sum())
         const = 0.5 * ((dx + dy) * _LOG_2PI + logdet)
-        joint = Rows(
-            self._joint(rows, yr), rows.kind, rows.sample_dim, rows.feature_dim, rows.template
-        )
+        joint = rows.with_data(self._joint(rows, yr))
         return map_rows(
             joint,
             _log_likelihood_block,

@@ -486,7 +486,7 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC
         self._check_unseen()
         rows = self._rows(X, reset=False, sample_dim=sample_dim, dtype=self._fit_dtype)
         data = self._transform_input(rows.data)
-        return Rows(data, rows.kind, rows.sample_dim, rows.feature_dim, rows.template)
+        return rows.with_data(data)
 
     def _map(self, X: Any, sample_dim: Hashable | None, fn: Callable, name: str) -> Any:
         rows = self._predict_rows(X, sample_dim)

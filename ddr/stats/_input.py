@@ -11,10 +11,12 @@ import dask.array as da
 import numpy as np
 
 from ddr._hooks import dask_reader
+from ddr.stats._grid import FeatureLayout, SampleDims, grid_rows
 
 __all__ = [
     "ROW_NUMBERS_ATTR",
     "Rows",
+    "SampleDims",
     "align_by_coordinate",
     "align_to_rows",
     "as_rows",
@@ -78,6 +80,12 @@ class Rows:
     outputs can carry its sample coordinate and feature coordinate. ``data`` may hold sparse
     rows (a scipy.sparse CSR matrix, or a dask array of CSR blocks); the kind is still that of
     the output (numpy in memory).
+
+    A DataArray read with ``sample_dims=`` or with more than two dims (:mod:`ddr.stats._grid`)
+    also has ``sample_dims`` (the dims stacked into rows; ``sample_dim`` is the one of them,
+    or the name of the stacked rows when there are several) and ``layout``: the feature
+    dims, coordinates and mask that feature-shaped outputs are put back on (for component
+    rows, the fitted model's layout).
     """
 
     data: Any
@@ -85,10 +93,16 @@ class Rows:
     sample_dim: Hashable | None = None
     feature_dim: Hashable | None = None
     template: Any = None
+    sample_dims: tuple[Hashable, ...] | None = None
+    layout: FeatureLayout | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
         return self.data.shape
+
+    def with_data(self, data: Any) -> Rows:
+        """The same rows with ``data`` in place of theirs (a transformed copy)."""
+        return dataclasses.replace(self, data=data)
 
     @property
     def is_lazy(self) -> bool:
@@ -115,21 +129,41 @@ def as_rows(
     sample_dim: Hashable | None = None,
     name: str = "X",
     allow_column_chunks: bool = False,
+    fitted: FeatureLayout | None = None,
+    masks: bool = True,
+    missing_ok: bool = False,
 ) -> Rows:
     """Normalise ``X`` to :class:`Rows`.
 
     Parameters
     ----------
     X : array-like, dask.array.Array or xarray.DataArray of shape (n_samples, n_features)
-    sample_dim : hashable, optional
+        A DataArray may have any number of dims when read as a grid (below).
+    sample_dim : hashable or SampleDims, optional
         For a DataArray, the dimension that indexes samples (default: its first dimension).
+        :class:`SampleDims` (what ``sample_dims=`` gives), or a DataArray with more than two
+        dims, reads it as a grid (:func:`ddr.stats._grid.grid_rows`): the sample dims
+        stacked into rows, the other dims into features, masked features left out.
     allow_column_chunks : bool
         Accept dask arrays chunked along features (only for blockwise maps that do not need
         whole rows).
+    fitted, masks, missing_ok
+        For a grid: the fitted model's feature layout (input must match it), whether to
+        find masked features, whether kept features may hold NaN (see ``grid_rows``).
     """
     if is_xarray(X):
         if not hasattr(X, "variable"):
             raise TypeError(f"{name}: expected an xarray.DataArray, got {type(X).__name__}")
+        if isinstance(sample_dim, SampleDims) or X.ndim > 2 or fitted is not None:
+            sdims = (
+                sample_dim
+                if isinstance(sample_dim, SampleDims)
+                else SampleDims.of(X.dims[0] if sample_dim is None else sample_dim, X.dims)
+            )
+            g = grid_rows(X, sdims, name=name, fitted=fitted, masks=masks, missing_ok=missing_ok)
+            return Rows(
+                g.data, "xarray", g.sample_dim, g.layout.name, g.template, g.sample_dims, g.layout
+            )
         if X.ndim != 2:
             raise ValueError(
                 f"{name} must be 2-D (n_samples, n_features); got a DataArray with dims {X.dims}"
@@ -214,7 +248,9 @@ def align_to_rows(v: Any, rows: Rows, name: str) -> Any:
     """
     if v is None:
         return None
-    if is_xarray(v):
+    if is_xarray(v) and rows.sample_dims is not None and len(rows.sample_dims) > 1:
+        v = _stacked_samples(v, rows, name)
+    elif is_xarray(v):
         if rows.sample_dim is not None and v.dims != (rows.sample_dim,):
             raise ValueError(
                 f"{name} must be 1-D along {rows.sample_dim!r}; got a DataArray with dims {v.dims}"
@@ -259,3 +295,25 @@ def align_to_rows(v: Any, rows: Rows, name: str) -> Any:
             f"{name} has {v.shape[0]} entries but X has {n} samples; they must be equal"
         )
     return da.from_array(v, chunks=(row_chunks,))
+
+
+def _stacked_samples(v: Any, rows: Rows, name: str) -> Any:
+    """A per-sample DataArray over several sample dims as a 1-D array in the rows' order
+    (C order over the sample dims), its coordinates aligned to X's first."""
+    sdims = rows.sample_dims or ()
+    if set(v.dims) != set(sdims):
+        raise ValueError(
+            f"{name} must lie along X's sample dims {tuple(sdims)}; got a DataArray with dims "
+            f"{v.dims}"
+        )
+    for d in sdims:
+        ours, theirs = rows.template.indexes.get(d), v.indexes.get(d)
+        if ours is not None and theirs is not None and not ours.equals(theirs):
+            if len(theirs) != len(ours) or not theirs.isin(ours).all():
+                raise ValueError(
+                    f"{name}'s {d!r} coordinate does not match X's: give {name} for exactly "
+                    f"X's samples ({name}.sel({d}=X.{d}))"
+                )
+            v = v.sel({d: ours})
+    v = v.transpose(*sdims)
+    return v.data.reshape(-1)

@@ -1,0 +1,457 @@
+"""N-D DataArrays as rows: the sample dims become the rows, every other dim the features.
+
+Gridded data (time x lat x lon, a land or ocean mask of NaN at fixed grid points) is read as
+a 2-D array of rows without a copy of the data: the DataArray is transposed to its sample
+dims first and reshaped, one dask reshape per row block when it is chunked only along its
+sample dims. Features are ordered C-style over the feature dims in the DataArray's order
+(after the sample dims are moved first).
+
+The mask
+--------
+Features NaN at every sample are *masked*: left out of the rows the estimator sees and put
+back as NaN in every feature-shaped result (:meth:`FeatureLayout.expand`). Which features
+they are is found without a pass over the data of its own:
+
+- data in memory: every sample is looked at (``isnan`` over the array);
+- dask data: the features NaN at the **first sample** are the mask (a read of one sample),
+  and every row block is checked in the pass that reads it for the fit (the task that
+  stacks the block): a masked feature with a value, or a kept feature with NaN, is an error
+  naming the feature's coordinates and the sample.
+
+A feature NaN at some samples only is an error naming where, except for estimators that
+take missing values (scikit-learn's ``input_tags.allow_nan``: PPCA with ``solver="em"``,
+FactorAnalysis, StandardScaler), which are given those NaN. ``transform``/``predict`` input
+must have the fitted mask and feature coordinates, checked the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Hashable
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+
+from ddr.stats._checks import block_start, sum_is_finite
+
+__all__ = ["FeatureLayout", "GridRows", "SampleDims", "grid_rows", "unravel_sample"]
+
+
+class SampleDims(tuple):
+    """The sample dims a caller named with ``sample_dims=`` (a tuple of dim names).
+
+    Methods pass it on as their ``sample_dim`` argument, so that an estimator written for
+    ``sample_dim=`` carries it through unchanged; :func:`ddr.stats._input.as_rows` reads it
+    as "stack these dims into rows, everything else into features, with masks".
+    """
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, value: Hashable | tuple[Hashable, ...], dims: tuple[Hashable, ...]) -> SampleDims:
+        """``value`` (a dim name, or a tuple or list of names) as sample dims; a tuple that is
+        itself one of ``dims`` is that one dim (xarray allows tuples as names)."""
+        if isinstance(value, (tuple, list)) and not (isinstance(value, tuple) and value in dims):
+            return cls(value)
+        return cls((value,))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class FeatureLayout:
+    """Where the columns of the rows sit in the feature dims of an N-D DataArray.
+
+    Parameters
+    ----------
+    dims : tuple of str
+        The feature dims, in the order the features are stacked (C order).
+    shape : tuple of int
+        Their sizes; ``prod(shape)`` features in all.
+    coords : dict
+        Coordinates on the feature dims only: name -> (dims, values).
+    kept : ndarray of int64 of shape (n_kept,) or None
+        The stacked features the estimator sees (those not masked), in increasing order;
+        None when none is masked.
+    name : str
+        The dim of the stacked features (``feature_dim_``): the one feature dim, or a name
+        that is none of the DataArray's dims.
+    """
+
+    dims: tuple[str, ...]
+    shape: tuple[int, ...]
+    coords: dict[str, tuple[tuple[str, ...], np.ndarray]]
+    kept: np.ndarray | None
+    name: str
+
+    @property
+    def n_features(self) -> int:
+        """Features of the grid, masked ones included."""
+        return math.prod(self.shape)
+
+    @property
+    def n_kept(self) -> int:
+        """Features the estimator sees."""
+        return self.n_features if self.kept is None else int(self.kept.size)
+
+    @property
+    def masked(self) -> np.ndarray:
+        """The stacked positions of the masked features (int64, increasing)."""
+        if self.kept is None:
+            return np.empty(0, dtype=np.int64)
+        keep = np.zeros(self.n_features, dtype=bool)
+        keep[self.kept] = True
+        return np.flatnonzero(~keep)
+
+    def describe(self, j: int) -> str:
+        """Stacked feature ``j`` by its coordinates: ``lat=10.0, lon=-30.0``."""
+        at = np.unravel_index(int(j), self.shape)
+        parts = []
+        for dim, i in zip(self.dims, at, strict=True):
+            coord = self.coords.get(dim)
+            parts.append(f"{dim}={_show(coord[1][i])}" if coord else f"{dim}[{int(i)}]")
+        return ", ".join(parts)
+
+    def expand(self, values: Any, axis: int) -> Any:
+        """``values`` (numpy or dask) with its ``axis`` of ``n_kept`` features put back on the
+        grid: that axis becomes ``len(dims)`` axes of ``shape``, NaN at the masked features."""
+        values = _as_float(values)
+        axis = axis % values.ndim
+        if self.kept is not None:
+            if isinstance(values, da.Array):
+                chunks = tuple(
+                    (self.n_features,) if i == axis else c for i, c in enumerate(values.chunks)
+                )
+                values = values.map_blocks(
+                    _expand_block, self.kept, self.n_features, axis, chunks=chunks,
+                    dtype=values.dtype,
+                )  # fmt: skip
+            else:
+                values = _expand_block(values, self.kept, self.n_features, axis)
+        new_shape = values.shape[:axis] + self.shape + values.shape[axis + 1 :]
+        return values.reshape(new_shape)
+
+    def xr_coords(self, suffix: str = "") -> dict[str, Any]:
+        """The feature coordinates as ``{name: (dims, values)}`` for a DataArray, every name
+        and dim with ``suffix`` (the second feature axis of a d x d matrix)."""
+        return {
+            f"{name}{suffix}": (tuple(f"{d}{suffix}" for d in dims), values)
+            for name, (dims, values) in self.coords.items()
+        }
+
+    def check_same(self, other: FeatureLayout, name: str) -> None:
+        """Refuse ``other`` (the layout of new input) unless its grid and coordinates are
+        this (fitted) one's, naming the first difference."""
+        if other.shape != self.shape:
+            raise ValueError(
+                f"{name}'s feature dims {dict(zip(other.dims, other.shape, strict=True))} do "
+                f"not have the sizes fitted: {dict(zip(self.dims, self.shape, strict=True))}"
+            )
+        for cname, (dims, values) in self.coords.items():
+            given = other.coords.get(cname)
+            if given is None or given[0] != dims:
+                continue  # a coordinate the input lacks pairs features by position
+            if given[1].shape != values.shape or not _same_values(given[1], values):
+                where = np.flatnonzero(np.asarray(given[1] != values).ravel())
+                first = int(where[0]) if where.size else 0
+                raise ValueError(
+                    f"{name}'s feature coordinate {cname!r} differs from the one the model was "
+                    f"fitted on (first at position {first}: "
+                    f"{_show(given[1].ravel()[first])} where it was "
+                    f"{_show(values.ravel()[first])}); give {name} on the fitted grid "
+                    f"(e.g. {name}.sel({cname}=model.as_xarray(...).{cname}) or interp)"
+                )
+
+
+@dataclasses.dataclass(frozen=True)
+class GridRows:
+    """What :func:`grid_rows` makes of an N-D DataArray."""
+
+    data: Any
+    sample_dims: tuple[Hashable, ...]
+    sample_dim: Hashable
+    layout: FeatureLayout
+    template: Any
+
+
+def grid_rows(
+    X: Any,
+    sample_dims: tuple[Hashable, ...],
+    *,
+    name: str = "X",
+    fitted: FeatureLayout | None = None,
+    masks: bool = True,
+    missing_ok: bool = False,
+) -> GridRows:
+    """Stack DataArray ``X`` into (n_samples, n_kept) rows over its ``sample_dims``.
+
+    Parameters
+    ----------
+    X : xarray.DataArray
+        Any number of dims; ``sample_dims`` index the samples, the others the features.
+    sample_dims : tuple of hashable
+        The sample dims (C order over them gives the rows).
+    name : str
+        What messages call ``X``.
+    fitted : FeatureLayout, optional
+        The layout of the fitted model: ``X`` must have its feature dims (in any order: they
+        are put in the fitted order), sizes, coordinates and mask.
+    masks : bool
+        Find and leave out masked features (False: every feature is kept, nothing checked:
+        the component scores ``inverse_transform`` reads).
+    missing_ok : bool
+        Kept features may hold NaN (estimators that take missing values).
+
+    Returns
+    -------
+    GridRows
+    """
+    dims = tuple(X.dims)
+    sdims = tuple(sample_dims)
+    for d in sdims:
+        if d not in dims:
+            raise ValueError(f"sample_dims={sdims!r}: {d!r} is not a dimension of {name} ({dims})")
+    if len(set(sdims)) != len(sdims):
+        raise ValueError(f"sample_dims={sdims!r} names a dim twice")
+    fdims = tuple(d for d in dims if d not in sdims)
+    if fitted is not None:
+        if set(fdims) != set(fitted.dims):
+            raise ValueError(
+                f"{name} has feature dims {fdims} (all dims but sample_dims={sdims}); the model "
+                f"was fitted on feature dims {fitted.dims}"
+            )
+        fdims = fitted.dims
+    if not fdims:
+        raise ValueError(
+            f"{name} has no feature dims: its dims {dims} are all sample_dims; a single "
+            f"feature is a dim of size 1 ({name}.expand_dims('feature', axis=-1))"
+        )
+    Xt = X.transpose(*sdims, *fdims)
+    arr = Xt.data
+    if np.dtype(arr.dtype).kind not in "biuf":
+        raise TypeError(f"{name} must have a numeric dtype; got dtype {arr.dtype}")
+    ns = len(sdims)
+    if isinstance(arr, da.Array):
+        split = {d: len(c) for d, c in zip(fdims, arr.chunks[ns:], strict=True) if len(c) > 1}
+        if split:
+            raise ValueError(_feature_chunk_message(name, split))
+    n = math.prod(arr.shape[:ns])
+    layout = _layout(Xt, sdims, fdims, kept=None)
+    if fitted is not None:
+        fitted.check_same(layout, name)
+    rows = arr.reshape(n, layout.n_features)
+    where = _Where(name, layout, _sample_info(Xt, sdims), fitted is not None, missing_ok)
+    if fitted is not None:
+        kept = fitted.kept
+    elif not masks:
+        kept = None
+    elif isinstance(rows, da.Array):
+        kept = _kept_from(np.asarray(rows[0].compute()), where)
+    else:
+        kept = _kept_in_memory(rows, where)
+    layout = dataclasses.replace(layout, kept=kept)
+    where = dataclasses.replace(where, layout=layout)
+    if masks and np.dtype(rows.dtype).kind == "f":
+        masked = layout.masked
+        if isinstance(rows, da.Array):
+            # the check lives in the task that stacks the block, so it costs no read
+            rows = rows.map_blocks(
+                _select_block, kept, masked, dask.delayed(where, pure=True),
+                chunks=(rows.chunks[0], (layout.n_kept,)), dtype=rows.dtype,
+                meta=np.empty((0, 0), dtype=rows.dtype),
+            )  # fmt: skip
+        else:
+            rows = _select_block(rows, kept, masked, where)
+    elif kept is not None:
+        rows = rows[:, kept]
+    sample_dim = sdims[0] if ns == 1 else _free_name("sample", dims)
+    return GridRows(rows, sdims, sample_dim, layout, Xt)
+
+
+def unravel_sample(info: tuple[tuple[Hashable, ...], tuple[int, ...], dict], row: int) -> str:
+    """Row ``row`` of the stacked samples by its coordinates: ``time=2000-01-03``."""
+    sdims, shape, coords = info
+    at = np.unravel_index(int(row), shape)
+    return ", ".join(
+        f"{d}={_show(coords[d][i])}" if d in coords else f"{d}[{int(i)}]"
+        for d, i in zip(sdims, at, strict=True)
+    )
+
+
+# ------------------------------------------------------------------------ internals
+@dataclasses.dataclass(frozen=True)
+class _Where:
+    """What messages about a block need: the names of features and samples."""
+
+    name: str
+    layout: FeatureLayout
+    samples: tuple[tuple[Hashable, ...], tuple[int, ...], dict]
+    fitted: bool
+    missing_ok: bool
+
+    def sample(self, row: int) -> str:
+        return f"sample {row} ({unravel_sample(self.samples, row)})"
+
+    def masked_has_value(self, j: int, row: int) -> str:
+        feat = self.layout.describe(j)
+        if self.fitted:
+            return (
+                f"{self.name}: the feature at {feat} is masked in the fitted model (NaN at every "
+                f"sample it was fitted on) but has a value at {self.sample(row)}; {self.name} "
+                "must have the mask the model was fitted with"
+            )
+        first = unravel_sample(self.samples, 0)
+        return (
+            f"{self.name}: the feature at {feat} is NaN at the first sample ({first}), so it "
+            f"was taken as masked (NaN at every sample), but it has a value at "
+            f"{self.sample(row)}. For dask input ddr reads the mask from the first sample: "
+            "a feature NaN at some samples only must be filled or dropped first"
+            + (
+                " (an estimator that takes missing values needs a value at the first sample "
+                f"of every feature that is not masked; or load {self.name} into memory, where "
+                "every sample is looked at)"
+                if self.missing_ok
+                else ""
+            )
+        )
+
+    def partial_nan(self, j: int, row: int) -> str:
+        feat = self.layout.describe(j)
+        if self.fitted:
+            return (
+                f"{self.name}: the feature at {feat} is NaN at {self.sample(row)}, but it is "
+                f"not masked in the fitted model; {self.name} must have the mask the model was "
+                "fitted with (NaN at the same features at every sample)"
+            )
+        return (
+            f"{self.name}: the feature at {feat} is NaN at some samples but not at every "
+            f"sample (NaN at {self.sample(row)}); ddr leaves out only features NaN at every "
+            f"sample (a mask). Fill or drop these NaN (e.g. {self.name}.fillna(...)), or use "
+            "an estimator that takes missing values (PPCA, FactorAnalysis)"
+        )
+
+
+def _layout(
+    Xt: Any, sdims: tuple[Hashable, ...], fdims: tuple[Hashable, ...], kept: np.ndarray | None
+) -> FeatureLayout:
+    shape = tuple(int(s) for s in Xt.shape[len(sdims) :])
+    on_features = set(fdims)
+    coords = {
+        str(cname): (tuple(str(d) for d in c.dims), np.asarray(c.values))
+        for cname, c in Xt.coords.items()
+        if c.dims and set(c.dims) <= on_features
+    }
+    name = str(fdims[0]) if len(fdims) == 1 else _free_name("feature", tuple(Xt.dims))
+    return FeatureLayout(tuple(str(d) for d in fdims), shape, coords, kept, name)
+
+
+def _sample_info(Xt: Any, sdims: tuple[Hashable, ...]) -> tuple:
+    shape = tuple(int(s) for s in Xt.shape[: len(sdims)])
+    coords = {d: np.asarray(Xt.indexes[d]) for d in sdims if d in Xt.indexes}
+    return sdims, shape, coords
+
+
+def _free_name(base: str, dims: tuple[Hashable, ...]) -> str:
+    name = base
+    while name in dims:
+        name += "_"
+    return name
+
+
+def _kept_from(first: np.ndarray, where: _Where) -> np.ndarray | None:
+    """The features not NaN at the first sample (None: all of them)."""
+    if first.dtype.kind != "f":
+        return None
+    nan = np.isnan(first.ravel())
+    if nan.all():
+        raise ValueError(
+            f"{where.name}: every feature is NaN at the first sample "
+            f"({unravel_sample(where.samples, 0)}); ddr reads the mask (the features NaN at "
+            "every sample) from the first sample: drop the samples that are all NaN first"
+        )
+    return np.flatnonzero(~nan) if nan.any() else None
+
+
+def _kept_in_memory(rows: np.ndarray, where: _Where) -> np.ndarray | None:
+    """The features not NaN at every sample, looked at in all of them; a feature NaN at some
+    samples only is refused unless the estimator takes missing values."""
+    if rows.dtype.kind != "f":
+        return None
+    nan = np.isnan(rows)
+    every = nan.all(axis=0)
+    if every.all():
+        raise ValueError(f"{where.name}: every feature is NaN at every sample")
+    if not where.missing_ok:
+        some = nan.any(axis=0) & ~every
+        if some.any():
+            j = int(np.flatnonzero(some)[0])
+            raise ValueError(where.partial_nan(j, int(np.flatnonzero(nan[:, j])[0])))
+    return np.flatnonzero(~every) if every.any() else None
+
+
+def _select_block(
+    block: np.ndarray,
+    kept: np.ndarray | None,
+    masked: np.ndarray,
+    where: _Where,
+    block_info: dict[Any, Any] | None = None,
+) -> np.ndarray:
+    """The kept columns of a row block, after checking that the masked ones are NaN at every
+    row and, unless the estimator takes missing values, the kept ones at none."""
+    start = block_start(block_info) or 0
+    if masked.size:
+        has = ~np.isnan(block[:, masked])
+        if has.any():
+            r, c = np.argwhere(has)[0]
+            raise ValueError(where.masked_has_value(int(masked[c]), start + int(r)))
+    out = block if kept is None else block[:, kept]
+    if not where.missing_ok and not sum_is_finite(out):
+        nan = np.isnan(out)
+        if nan.any():  # infinity is the estimator's to refuse, with its own message
+            c = int(np.flatnonzero(nan.any(axis=0))[0])
+            r = int(np.flatnonzero(nan[:, c])[0])
+            j = c if kept is None else int(kept[c])
+            raise ValueError(where.partial_nan(j, start + r))
+    return out
+
+
+def _expand_block(values: np.ndarray, kept: np.ndarray, n: int, axis: int) -> np.ndarray:
+    shape = list(values.shape)
+    shape[axis] = n
+    out = np.full(shape, np.nan, dtype=values.dtype)
+    index = [slice(None)] * values.ndim
+    index[axis] = kept
+    out[tuple(index)] = values
+    return out
+
+
+def _as_float(values: Any) -> Any:
+    """``values`` in a dtype that holds NaN (the masked features)."""
+    if np.dtype(values.dtype).kind in "fc":
+        return values
+    return values.astype(np.float64)
+
+
+def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
+    try:
+        return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+    except TypeError:
+        return bool(np.array_equal(a, b))
+
+
+def _show(v: Any) -> str:
+    v = v.item() if isinstance(v, np.generic) and not isinstance(v, np.datetime64) else v
+    if isinstance(v, np.datetime64):
+        return str(v)
+    return repr(v) if isinstance(v, str) else str(v)
+
+
+def _feature_chunk_message(name: str, split: dict[Hashable, int]) -> str:
+    said = ", ".join(f"{d!r}: {k} chunks" for d, k in split.items())
+    rechunk = ", ".join(f"{d!r}: -1" for d in split)
+    return (
+        f"{name} is chunked along its feature dims ({said}); ddr reads whole rows (every "
+        f"feature of a sample in one block). Rechunk with {name}.chunk({{{rechunk}}}) (or "
+        "store the Zarr array with chunks that hold whole grids, split along the sample dims)"
+    )
