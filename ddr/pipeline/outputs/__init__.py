@@ -2,11 +2,11 @@
 
 :mod:`ddr.pipeline.outputs.base` says what a kind is; the built-in kinds are
 :mod:`~ddr.pipeline.outputs.zarr`, :mod:`~ddr.pipeline.outputs.model`,
-:mod:`~ddr.pipeline.outputs.metrics` and :mod:`~ddr.pipeline.outputs.plot` (whose plots are
-:mod:`ddr.pipeline.outputs.plots`). Importing this package registers them, in the order
-messages and docs list them. A new kind is one class registered with
-:func:`register_output_kind`; :func:`output_kind` and :func:`kind_at` are how the rest of
-ddr finds one.
+:mod:`~ddr.pipeline.outputs.metrics`, :mod:`~ddr.pipeline.outputs.plot` (whose plots are
+:mod:`ddr.pipeline.outputs.plots`) and :mod:`~ddr.pipeline.outputs.cv_results`.
+Importing this package registers them, in the order messages and docs list them. A new
+kind is one class registered with :func:`register_output_kind`; :func:`output_kind` and
+:func:`kind_at` are how the rest of ddr finds one.
 """
 
 from ddr.io.locations import resolve
@@ -32,10 +32,13 @@ from ddr.pipeline.outputs.zarr import ZarrKind, ZarrOutput
 from ddr.pipeline.outputs.model import ModelKind, ModelOutput
 from ddr.pipeline.outputs.metrics import MetricsKind, MetricsOutput
 from ddr.pipeline.outputs.plot import PlotOutputKind
+from ddr.pipeline.outputs.cv_results import CvResultsKind, CvResultsOutput
 # isort: on
 
 __all__ = [
     "CheckContext",
+    "CvResultsKind",
+    "CvResultsOutput",
     "FileKind",
     "MetricsKind",
     "MetricsOutput",

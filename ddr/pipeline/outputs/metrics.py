@@ -57,6 +57,14 @@ class MetricsKind(FileKind):
                     f"{out.refs[key]}.explained_variance_ratio_) or save it with "
                     "kind: model",
                 )
+            elif meta.kind == "search":
+                head = out.refs[key].partition(".")[0]
+                ctx.problem(
+                    where,
+                    f"{out.refs[key]!r} is a grid search; name its small results "
+                    f"({head}.best_params_, {head}.best_score_, {head}.best_index_), or write "
+                    "its cv_results with kind: cv_results",
+                )
 
     def render(self, w: WriteContext, out: OutputPlan) -> bytes:
         data: dict[str, Any] = {}

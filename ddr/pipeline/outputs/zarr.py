@@ -103,6 +103,13 @@ class ZarrKind(StoreKind):
                     where, f"{out.refs[key]!r} is a number; write numbers with kind: metrics"
                 )
                 continue
+            if meta.kind == "search":
+                ctx.problem(
+                    where,
+                    f"{out.refs[key]!r} is a grid search; write its results with kind: "
+                    "cv_results (a Zarr group, one row per candidate)",
+                )
+                continue
             if key.startswith("coord:") and meta.shape is not None and len(meta.shape) != 1:
                 ctx.problem(
                     where,
