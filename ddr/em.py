@@ -262,6 +262,7 @@ def fit_em(
     stacklevel: int = 2,
     warm_start: bool = True,
     accelerate: bool = True,
+    sample_weight: Any = None,
 ) -> EMState[P]:
     """Run EM from ``state`` until the stopping rule of :mod:`ddr.em` is met.
 
@@ -294,6 +295,9 @@ def fit_em(
     accelerate : bool, default=True
         SQUAREM, when the problem has ``to_vector`` and ``from_vector`` and no per-row
         parameters (otherwise plain EM).
+    sample_weight : array-like or dask array of shape (n_samples,), optional
+        Frequency weights of the rows of ``X``, given to every E-step's statistic (one
+        without per-row parameters).
 
     Returns
     -------
@@ -311,7 +315,7 @@ def fit_em(
         f"at most {max_iter} iterations {each}{resumed}, until the log-likelihood's last gain "
         f"and its estimated remaining gain are below tol={tol:g} (relative)"
     )
-    run = _Run(X, problem, state, tol, vectors, accelerate)
+    run = _Run(X, problem, state, tol, vectors, accelerate, sample_weight)
     reported = time.perf_counter()
     done = 0
     while done < max_iter and not run.converged:
@@ -351,9 +355,17 @@ class _Run:
     """One call of :func:`fit_em`: the iterations, the acceleration and the stopping rule."""
 
     def __init__(
-        self, X: Any, problem: Any, state: EMState, tol: float, vectors: bool, accelerate: bool
+        self,
+        X: Any,
+        problem: Any,
+        state: EMState,
+        tol: float,
+        vectors: bool,
+        accelerate: bool,
+        sample_weight: Any = None,
     ) -> None:
         self.X, self.problem, self.tol, self.vectors = X, problem, tol, vectors
+        self.sample_weight = sample_weight
         self.accelerate = accelerate and vectors
         self.rows = state.rows
         self.curve = list(state.loglik)
@@ -370,10 +382,12 @@ class _Run:
             return self.problem.expectation(params)
         spec = self.problem.statistic(params)  # the one pass of this iteration
         if spec.cls.carries_rows:
+            if self.sample_weight is not None:
+                raise TypeError(f"{spec.cls.__name__} carries per-row parameters: no weights")
             self.accelerate = False  # per-row parameters cannot be extrapolated
             stat, self.rows = compute_with_rows(spec, self.X, self.rows)
             return stat
-        return compute(spec, self.X)
+        return compute(spec, self.X, None, self.sample_weight)
 
     def _vector(self, params: Any) -> np.ndarray | None:
         if not self.vectors:

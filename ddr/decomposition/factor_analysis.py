@@ -343,7 +343,7 @@ class FactorAnalysis(LatentGaussianModel, BaseEstimator):
                 "which would be 0 there (an unbounded likelihood). Drop constant features "
                 "before fitting"
             )
-        complete = float(pm.pair_count.min()) == pm.n_rows
+        complete = pm.complete
         if complete:
             self._check_rank(S, q)
         floor = HEYWOOD_FLOOR * var
@@ -362,7 +362,7 @@ class FactorAnalysis(LatentGaussianModel, BaseEstimator):
             "" if complete else "; EM goes on over the data (missing values)",
         )
         state = EMState(PPCAParams(W, pm.mean, psi))
-        moments = DataMoments(float(pm.n_rows), pm.mean, S) if complete else None
+        moments = DataMoments(pm.total_weight, pm.mean, S) if complete else None
         return state, var, moments
 
     def _check_rank(self, S: np.ndarray, q: int) -> None:

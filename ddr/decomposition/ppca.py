@@ -36,7 +36,7 @@ from scipy import linalg
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ddr.base import FEATURE, FitPlan, fit_context
+from ddr.base import FEATURE, FitPlan, check_some_weight, fit_context
 from ddr.decomposition._latent_gaussian import (
     NOISE_FLOOR,
     DataMoments,
@@ -219,7 +219,7 @@ class PPCA(LatentGaussianModel, BaseEstimator):
             raise ValueError(self._closed_form_nan_message(int(np.isnan(rows.data).sum())))
         return FitPlan.over(
             rows,
-            lazy(Moments, rows.data),
+            lazy(Moments, rows.data, None, fit_params.get("sample_weight")),
             lambda m: self._finish_closed_form(m, q),
             on_error=self._explain_nan,
         )
@@ -237,6 +237,7 @@ class PPCA(LatentGaussianModel, BaseEstimator):
 
     def _finish_closed_form(self, mom: Moments, q: int) -> PPCA:
         mom = aligned(mom)  # as a message brought it: see ddr.stats.engine.aligned
+        check_some_weight(mom.count, type(self).__name__)
         S = mom.covariance(ddof=0)
         d = S.shape[0]
         lam, U = linalg.eigh(S)
@@ -265,25 +266,28 @@ class PPCA(LatentGaussianModel, BaseEstimator):
         params, exact_ml = self._pca_start(pm, q)
         cov = np.nan_to_num(pm.covariance(), nan=0.0)
         var = np.diag(cov).copy()
-        if float(pm.pair_count.min()) != pm.n_rows:  # missing values: EM over the data
+        if not pm.complete:  # missing values: EM over the data
             return EMState(params), var, None
-        moments = DataMoments(float(pm.n_rows), pm.mean, cov)
+        moments = DataMoments(pm.total_weight, pm.mean, cov)
         if not exact_ml:
             return EMState(params), var, moments
         # the closed-form ML solution: its likelihood from the moments lets the first
         # (client-side) iteration confirm convergence
-        ll = loglik_from_moments(pm.n_rows, cov, pm.mean, params)
+        ll = loglik_from_moments(pm.total_weight, cov, pm.mean, params)
         return EMState(params, start_loglik=ll), var, moments
 
-    def _start(self, rows: Rows, q: int) -> tuple[EMState, np.ndarray, DataMoments | None]:
+    def _start(
+        self, rows: Rows, q: int, weight: Any = None
+    ) -> tuple[EMState, np.ndarray, DataMoments | None]:
         """The EM start from one pass: ``pca`` (pairwise moments, :meth:`_start_from`) or
         ``random``."""
         if self.init == "pca":
-            return super()._start(rows, q)
+            return super()._start(rows, q, weight)
         # a random W around the data's mean and at its scale, from one pass of diagonal
         # moments: a start at the origin is not translation-equivariant (on data at a 1e8
         # offset EM from mu = 0 cancels every digit of its first residuals and stalls)
-        mom = compute(Moments.spec(diagonal=True, nan_policy="omit"), rows.data)
+        mom = compute(Moments.spec(diagonal=True, nan_policy="omit"), rows.data, None, weight)
+        check_some_weight(mom.count, type(self).__name__)
         self._check_columns(mom.count)
         var = np.asarray(mom.variance(0), dtype=np.float64)
         scale = max(float(np.mean(var)), np.finfo(float).tiny)
@@ -316,7 +320,7 @@ class PPCA(LatentGaussianModel, BaseEstimator):
         # keep every column away from 0: W = 0 columns are fixed points of EM
         gap = lam[:q] - s2
         W = U[:, :q] * np.sqrt(np.maximum(gap, 1e-3 * s2))
-        complete = float(pm.pair_count.min()) == pm.n_rows
+        complete = pm.complete
         exact_ml = complete and s2 == s2_ml and bool(np.all(gap >= 1e-3 * s2))
         return PPCAParams(W, pm.mean, s2), exact_ml
 

@@ -22,7 +22,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ddr.base import FEATURE, FitPlan, MergedFitMixin, fit_context
+from ddr.base import FEATURE, FitPlan, MergedFitMixin, check_some_weight, fit_context
 from ddr.decomposition._pca_solvers import svd_flip_rows
 from ddr.families import Blockwise, FitThenTransform, LinearProjection, out_dtype
 from ddr.linalg.randomized import (
@@ -33,7 +33,8 @@ from ddr.linalg.randomized import (
     randomized_scatter_eigh,
     single_pass_eigh,
 )
-from ddr.stats._input import Rows, is_dask
+from ddr.stats._checks import check_weights
+from ddr.stats._input import Rows, align_to_rows, is_dask
 from ddr.tags import DDRTags, rank_limit
 
 __all__ = ["TruncatedSVD"]
@@ -52,26 +53,36 @@ def _reconstruct_block(Z: np.ndarray, components: np.ndarray, dtype: Any) -> np.
     return (np.asarray(Z, dtype=np.float64) @ components).astype(dtype, copy=False)
 
 
-def _arpack(rows: Rows, k: int, tol: float, random_state: Any) -> RandomizedEigh:
+def _arpack(
+    rows: Rows, k: int, tol: float, random_state: Any, weights: np.ndarray | None
+) -> RandomizedEigh:
     """The top ``k`` singular triplets of the data loaded into memory by ARPACK, started as
     scikit-learn's (``uniform(-1, 1)`` from ``random_state``), as the eigenpairs of ``X^T X``
-    with the column moments."""
+    with the column moments; with frequency weights, of ``diag(sqrt(w)) X`` (whose Gram
+    matrix is ``X^T diag(w) X``)."""
     from scipy.sparse.linalg import svds
     from sklearn.utils.sparsefuncs import mean_variance_axis
 
     X = rows.data.compute() if is_dask(rows.data) else rows.data
     if scipy.sparse.issparse(X):
         X = scipy.sparse.csr_matrix(X, dtype=np.float64)
-        mean, var = mean_variance_axis(X, axis=0)
-        trace = float(var.sum()) * X.shape[0]
+        mean, var = mean_variance_axis(X, axis=0, weights=weights)
+        count = float(X.shape[0] if weights is None else weights.sum())
+        trace = float(var.sum()) * count
+        if weights is not None:
+            X = scipy.sparse.diags(np.sqrt(weights)) @ X
     else:
         X = np.asarray(X, dtype=np.float64)
-        mean = X.mean(axis=0)
-        trace = float(((X - mean) ** 2).sum())
+        count = float(X.shape[0] if weights is None else weights.sum())
+        mean = np.average(X, axis=0, weights=weights)
+        sq = (X - mean) ** 2
+        trace = float(sq.sum() if weights is None else weights @ sq.sum(axis=1))
+        if weights is not None:
+            X = X * np.sqrt(weights)[:, None]
     v0 = check_random_state(random_state).uniform(-1, 1, min(X.shape))
     _, s, vt = svds(X, k=k, tol=tol, v0=v0)
     order = np.argsort(s)[::-1]
-    return RandomizedEigh(X.shape[0], mean, trace, s[order] ** 2, vt[order].T, 1)
+    return RandomizedEigh(count, mean, trace, s[order] ** 2, vt[order].T, 1)
 
 
 class TruncatedSVD(MergedFitMixin, FitThenTransform, LinearProjection, BaseEstimator):
@@ -237,7 +248,9 @@ class TruncatedSVD(MergedFitMixin, FitThenTransform, LinearProjection, BaseEstim
             V = np.eye(d)
         else:  # a sketch: its statistic depends on the draw and merges with no other
             V = initial_basis(d, self._width(d), check_random_state(self.random_state))
-        stat = lazy_pass(rows.data, V, None, centre=False)
+        stat = lazy_pass(
+            rows.data, V, None, centre=False, sample_weight=fit_params.get("sample_weight")
+        )
         return FitPlan.over(rows, stat, lambda value: self._set(single_pass_eigh(value, V)))
 
     def _merges(self, n_features: int) -> bool:
@@ -248,7 +261,14 @@ class TruncatedSVD(MergedFitMixin, FitThenTransform, LinearProjection, BaseEstim
         return self._set(single_pass_eigh(value, np.eye(self.n_features_in_)))
 
     @fit_context
-    def fit(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> TruncatedSVD:
+    def fit(
+        self,
+        X: Any,
+        y: Any = None,
+        sample_weight: Any = None,
+        *,
+        sample_dim: Hashable | None = None,
+    ) -> TruncatedSVD:
         """Fit the leading singular triplets of X in ``n_iter + 1`` passes.
 
         Parameters
@@ -256,6 +276,10 @@ class TruncatedSVD(MergedFitMixin, FitThenTransform, LinearProjection, BaseEstim
         X : array-like, scipy.sparse matrix, dask array or DataArray, shape (n_samples, n_features)
             The data (a dask array of dense or of sparse blocks).
         y : ignored
+        sample_weight : array-like, dask array or DataArray of shape (n_samples,), optional
+            Non-negative frequency weights: the SVD of ``diag(sqrt(w)) X`` (the Gram matrix
+            ``X^T diag(w) X``), so that a row of weight ``w`` counts as ``w`` copies of it
+            and 0 as none; the variances are weighted alike.
         sample_dim : hashable, optional
             The sample dim of a DataArray X.
 
@@ -263,14 +287,20 @@ class TruncatedSVD(MergedFitMixin, FitThenTransform, LinearProjection, BaseEstim
         -------
         self
         """
-        plan = self._fit_plan(X, sample_dim=sample_dim)
+        plan = self._fit_plan(X, sample_weight=sample_weight, sample_dim=sample_dim)
         if plan is not None:
             return plan.run()
         rows = self._rows(X, reset=True, sample_dim=sample_dim)
         n, d = rows.shape
         self._check_k(float(n), d)
         if self.algorithm == "arpack":
-            return self._set(_arpack(rows, self.n_components, self.tol, self.random_state))
+            weights = None
+            if sample_weight is not None:
+                given = np.asarray(align_to_rows(sample_weight, rows, "sample_weight"))
+                weights = check_weights(given, int(n))
+                check_some_weight(weights.sum(), type(self).__name__)
+            res = _arpack(rows, self.n_components, self.tol, self.random_state, weights)
+            return self._set(res)
         res = randomized_scatter_eigh(
             rows,
             self._width(d),
@@ -278,11 +308,13 @@ class TruncatedSVD(MergedFitMixin, FitThenTransform, LinearProjection, BaseEstim
             random_state=check_random_state(self.random_state),
             label="TruncatedSVD",
             centre=False,
+            sample_weight=sample_weight,
         )
         return self._set(res)
 
     def _set(self, res: RandomizedEigh) -> TruncatedSVD:
         """The fitted attributes from the eigenpairs of ``X^T X``."""
+        check_some_weight(res.count, type(self).__name__)
         self._check_k(res.count, res.mean.shape[0])
         k = self.n_components
         components = svd_flip_rows(np.ascontiguousarray(res.eigenvectors[:, :k].T))
@@ -298,7 +330,7 @@ class TruncatedSVD(MergedFitMixin, FitThenTransform, LinearProjection, BaseEstim
         )
         self.mean_ = res.mean
         self.n_components_ = k
-        self.n_samples_ = int(count)
+        self.n_samples_ = int(count) if float(count).is_integer() else float(count)
         self.n_passes_ = res.passes
         return self
 

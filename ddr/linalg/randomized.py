@@ -229,6 +229,7 @@ def randomized_scatter_eigh(
     on_error: Any = None,
     label: str = "randomized eigensolver",
     centre: bool = True,
+    sample_weight: Any = None,
 ) -> RandomizedEigh:
     """Top eigenpairs of the centred scatter of ``rows`` (of ``X^T X`` with ``centre=False``)
     by randomized block Krylov iteration.
@@ -256,6 +257,8 @@ def randomized_scatter_eigh(
     centre : bool
         Iterate on the centred scatter (PCA, default) or on the uncentred ``X^T X``
         (truncated SVD).
+    sample_weight : array-like or dask array of shape (n_samples,), optional
+        Frequency weights of the rows (``X^T diag(w) X``; uncentred only).
 
     Returns
     -------
@@ -288,7 +291,7 @@ def randomized_scatter_eigh(
     with one_blas_thread():
         V = initial_basis(d, n_basis, random_state)
     with passes.step():
-        stat = _pass(rows, V, None, split_every, on_error, centre)
+        stat = _pass(rows, V, None, split_every, on_error, centre, sample_weight)
     mean, count, trace = stat.mean, stat.count, _trace(stat)
     blocks, images = [V], [stat.product]
     for _ in range(n_power_iter):
@@ -300,7 +303,7 @@ def randomized_scatter_eigh(
         with one_blas_thread():
             V = extend_basis(K, images[-1][:, :width])
         with passes.step():
-            stat = _pass(rows, V, mean, split_every, on_error, centre)
+            stat = _pass(rows, V, mean, split_every, on_error, centre, sample_weight)
         blocks.append(V)
         images.append(stat.product)
     with one_blas_thread():
@@ -367,13 +370,17 @@ def _pass(
     split_every: int | None,
     on_error: Any,
     centre: bool = True,
+    sample_weight: Any = None,
 ) -> CentredProduct | GramProduct:
     """One read of the data: the merged CentredProduct (GramProduct when not centring) for
     basis ``V``."""
     try:
         if not rows.is_lazy:
-            return stats_compute(_spec(V, center, centre), rows.data, split_every=split_every)
-        (stat,) = dask.compute(lazy_pass(rows.data, V, center, split_every, centre=centre))
+            spec = _spec(V, center, centre)
+            return stats_compute(spec, rows.data, None, sample_weight, split_every=split_every)
+        (stat,) = dask.compute(
+            lazy_pass(rows.data, V, center, split_every, centre=centre, sample_weight=sample_weight)
+        )
         return stat
     except ValueError as exc:
         if on_error is None:
@@ -389,6 +396,7 @@ def lazy_pass(
     split_every: int | None = None,
     *,
     centre: bool = True,
+    sample_weight: Any = None,
 ) -> Any:
     """The merged :class:`~ddr.stats.CentredProduct` (:class:`~ddr.stats.GramProduct` with
     ``centre=False``) of the dask array ``X`` for basis ``V``, as a Delayed.
@@ -412,6 +420,8 @@ def lazy_pass(
         Fan-in of the tree merge (default: :func:`ddr.stats.compute`'s).
     centre : bool
         Centre the rows (PCA) or not (truncated SVD: the uncentred ``X^T X``).
+    sample_weight : array-like or dask array of shape (n_samples,), optional
+        Frequency weights of the rows (uncentred only).
 
     Returns
     -------
@@ -420,7 +430,7 @@ def lazy_pass(
     """
     Vd = dask.delayed(V, pure=True)
     cd = None if center is None else dask.delayed(center, pure=True)
-    return stats_lazy(_spec(Vd, cd, centre), X, split_every=split_every)
+    return stats_lazy(_spec(Vd, cd, centre), X, None, sample_weight, split_every=split_every)
 
 
 def _spec(V: Any, center: Any, centre: bool) -> Any:

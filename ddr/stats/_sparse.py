@@ -39,25 +39,39 @@ def as_csr64(X: Any) -> scipy.sparse.csr_matrix:
     )
 
 
-def column_moments(X: scipy.sparse.csr_matrix) -> tuple[float, np.ndarray, np.ndarray]:
+def column_moments(
+    X: scipy.sparse.csr_matrix, w: np.ndarray | None = None
+) -> tuple[float, np.ndarray, np.ndarray]:
     """Row count, column means and centred column sums of squares of a CSR block, in float64.
 
     The implicit zeros count: ``sq_j = sum_stored (x - m_j)^2 + (n - nnz_j) m_j^2``, summed
     over stored values only, so the cost is O(nnz + d). The mean is corrected by the residual
     of the centred sums (as the dense statistics do), so the result is exact to round-off.
+    With frequency weights ``w`` (shape (n_rows,)) every row counts ``w`` times: ``n`` is
+    their sum and the zeros' weight is ``n`` less the weight of the stored values.
     """
-    n, d = X.shape
-    if n == 0:
+    rows, d = X.shape
+    if rows == 0:
         return 0.0, np.zeros(d), np.zeros(d)
     data = np.asarray(X.data, dtype=np.float64)
-    nnz = np.bincount(X.indices, minlength=d).astype(np.float64)
-    mean = np.bincount(X.indices, weights=data, minlength=d) / n
+    if w is None:
+        n = float(rows)
+        stored = np.bincount(X.indices, minlength=d).astype(np.float64)
+        wd = None
+    else:
+        n = float(w.sum())
+        if n == 0:
+            return 0.0, np.zeros(d), np.zeros(d)
+        wd = np.repeat(np.asarray(w, dtype=np.float64), np.diff(X.indptr))
+        stored = np.bincount(X.indices, weights=wd, minlength=d)
+    mean = np.bincount(X.indices, weights=data if wd is None else data * wd, minlength=d) / n
     dev = data - mean[X.indices]
-    zeros = n - nnz
-    resid = (np.bincount(X.indices, weights=dev, minlength=d) - zeros * mean) / n
-    sq = np.bincount(X.indices, weights=dev * dev, minlength=d) + zeros * mean * mean
+    wdev = dev if wd is None else dev * wd
+    zeros = n - stored
+    resid = (np.bincount(X.indices, weights=wdev, minlength=d) - zeros * mean) / n
+    sq = np.bincount(X.indices, weights=wdev * dev, minlength=d) + zeros * mean * mean
     sq -= n * resid * resid
-    return float(n), mean + resid, np.maximum(sq, 0.0)
+    return n, mean + resid, np.maximum(sq, 0.0)
 
 
 def negative_entries(X: Any) -> np.ndarray:

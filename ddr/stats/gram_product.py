@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse
 
 from ddr.stats._centring import scratch, small_gemm_rows
-from ddr.stats._checks import check_block, check_finite
+from ddr.stats._checks import check_block, check_finite, check_weights
 from ddr.stats._sparse import as_csr64, column_moments
 from ddr.stats.base import CheckData, Statistic
 from ddr.stats.moments import Moments
@@ -84,15 +84,16 @@ class GramProduct(Statistic):
         ----------
         X : ndarray or scipy.sparse matrix of shape (n_rows, n_features)
         y : ignored
-        sample_weight : must be None
+        sample_weight : ndarray of shape (n_rows,), optional
+            Non-negative frequency weights: ``X^T diag(w) X V`` and the weighted column
+            moments (a row of weight ``w`` counts as ``w`` copies of it).
         basis : ndarray of shape (n_features, n_basis)
             The matrix ``V`` the Gram matrix is applied to.
         moments : bool
             Also accumulate the column means and centred sums of squares (the first pass of
             the randomized solver; later passes skip them).
         """
-        if sample_weight is not None:
-            raise TypeError("GramProduct takes no sample_weight")
+        w = check_weights(sample_weight, X.shape[0])
         V = np.asarray(basis, dtype=np.float64)
         d = X.shape[1]
         if V.ndim != 2 or V.shape[0] != d:
@@ -101,21 +102,24 @@ class GramProduct(Statistic):
             )
         if scipy.sparse.issparse(X):
             Xs = as_csr64(X)
-            product = np.asarray(Xs.T @ np.asarray(Xs @ V))
+            XV = np.asarray(Xs @ V)
+            product = np.asarray(Xs.T @ (XV if w is None else XV * w[:, None]))
             if moments:
-                count, mean, sq = column_moments(Xs)
+                count, mean, sq = column_moments(Xs, w)
             else:
-                count, mean, sq = float(Xs.shape[0]), np.zeros(0), np.zeros(0)
+                count = float(Xs.shape[0] if w is None else w.sum())
+                mean, sq = np.zeros(0), np.zeros(0)
             return cls(count, mean, sq, product)
         X = check_block(X)
-        product = _dense_product(X, V)
+        product = _dense_product(X, V, w)
         if not np.isfinite(product).all():
             check_finite(X)
             raise ValueError("X has values too large to accumulate in float64")
         if moments:
-            m = Moments.from_block(X, diagonal=True)
+            m = Moments.from_block(X, sample_weight=w, diagonal=True)
             return cls(float(m.count), m.mean, m.scatter, product)
-        return cls(float(X.shape[0]), np.zeros(0), np.zeros(0), product)
+        count = float(X.shape[0] if w is None else w.sum())
+        return cls(count, np.zeros(0), np.zeros(0), product)
 
     _fields_as: ClassVar[dict[str, str]] = {
         "count": "count", **dict.fromkeys(("mean", "sq", "product"), "float64"),
@@ -199,9 +203,9 @@ class GramProduct(Statistic):
         )
 
 
-def _dense_product(X: np.ndarray, V: np.ndarray) -> np.ndarray:
-    """``X^T (X V)`` in float64, a sub-block of rows at a time (converted into a buffer the
-    thread reuses, multiplied while it is in cache)."""
+def _dense_product(X: np.ndarray, V: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
+    """``X^T diag(w) (X V)`` in float64, a sub-block of rows at a time (converted into a
+    buffer the thread reuses, multiplied while it is in cache); ``w`` None: all ones."""
     n, d = X.shape
     out = np.zeros((d, V.shape[1]))
     if n == 0:
@@ -211,5 +215,7 @@ def _dense_product(X: np.ndarray, V: np.ndarray) -> np.ndarray:
     for start in range(0, n, step):
         xs = buf[: min(step, n - start)]
         np.copyto(xs, X[start : start + step])
+        if w is not None:  # (sqrt(w) x)(sqrt(w) x)^T = w x x^T
+            xs *= np.sqrt(w[start : start + xs.shape[0]])[:, None]
         out += xs.T @ (xs @ V)
     return out

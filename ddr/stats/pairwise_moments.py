@@ -26,7 +26,7 @@ import numpy as np
 from scipy.linalg.blas import dsyrk
 
 from ddr.stats._centring import Centring
-from ddr.stats._checks import check_block, check_finite
+from ddr.stats._checks import check_block, check_finite, check_weights
 from ddr.stats.base import FEATURE_DIM, Statistic
 
 __all__ = ["PairwiseMoments"]
@@ -50,6 +50,10 @@ class PairwiseMoments(Statistic):
     s2 : ndarray of shape (n_features, n_features)
         ``S2_ij = sum (x_i - shift_i)(x_j - shift_j)`` over the rows observing i and j.
     n_rows : int
+    weight : float or None
+        The total weight of the rows (``n_rows`` without weights; None in a statistic saved
+        before weights existed, read as ``n_rows``): with :attr:`count` it says whether any
+        row had a missing entry.
     """
 
     readouts: ClassVar[tuple[str, ...]] = ("count", "mean", "covariance")
@@ -61,7 +65,7 @@ class PairwiseMoments(Statistic):
     check_invariant = ("count", "covariance")
     _fields_as: ClassVar[dict[str, str]] = {
         "shift": "float64", "pair_count": "float64", "s1": "float64", "s2": "float64",
-        "n_rows": "int",
+        "n_rows": "int", "weight": "float",
     }  # fmt: skip
 
     shift: np.ndarray
@@ -69,6 +73,7 @@ class PairwiseMoments(Statistic):
     s1: np.ndarray
     s2: np.ndarray
     n_rows: int = 0
+    weight: float | None = None
 
     @classmethod
     def from_block(
@@ -86,7 +91,8 @@ class PairwiseMoments(Statistic):
         y : ndarray of shape (n_rows,), optional
             Ignored (pairwise moments take no labels).
         sample_weight : ndarray of shape (n_rows,), optional
-            Not supported (must be None).
+            Non-negative frequency weights: a row of weight ``w`` counts as ``w`` rows in
+            every count and sum (``N_ij`` becomes the weight of the rows observing both).
 
         Returns
         -------
@@ -94,9 +100,8 @@ class PairwiseMoments(Statistic):
             The sums of this block.
         """
         X = check_block(X)
-        if sample_weight is not None:
-            raise ValueError("PairwiseMoments does not support sample_weight")
         n, d = X.shape
+        w = check_weights(sample_weight, n)
         step = _sub_block_rows(d)
         # the shift: the per-feature mean of the first sub-block (any value near the data
         # keeps the products centred; 0 where a feature is not observed there)
@@ -122,10 +127,16 @@ class PairwiseMoments(Statistic):
         centre = Centring(shift, min(step, n))
         for start in range(0, n, step):
             A = centre(X[start : start + step])
+            ws = None if w is None else w[start : start + A.shape[0]]
             sums = A.sum(axis=0)
             if np.isfinite(sums).all():  # no NaN, no inf: the shared path, one SYRK
-                m_complete += A.shape[0]
-                colsum += sums
+                if ws is None:
+                    m_complete += A.shape[0]
+                    colsum += sums
+                else:  # w x x^T as (sqrt(w) x)(sqrt(w) x)^T: still one SYRK
+                    m_complete += float(ws.sum())
+                    colsum += ws @ A
+                    A *= np.sqrt(ws)[:, None]
                 s2 = dsyrk(1.0, A.T, beta=1.0, c=s2, trans=0, overwrite_c=1)
                 continue
             nan = np.isnan(A)
@@ -133,15 +144,17 @@ class PairwiseMoments(Statistic):
                 check_finite(np.where(nan, 0.0, A), hint=" (NaN marks missing values)")
             of = (~nan).astype(np.float64)
             A[nan] = 0.0
-            N += of.T @ of
-            s1 += A.T @ of
-            part = A.T @ A
+            weighted_of = of if ws is None else of * ws[:, None]
+            N += of.T @ weighted_of
+            s1 += A.T @ weighted_of
+            part = A.T @ (A if ws is None else A * ws[:, None])
             s2 += np.triu(part)  # s2 holds the upper triangle until the end
         s2 = np.triu(s2)
         s2 = s2 + np.triu(s2, 1).T
         N += m_complete
         s1 += colsum[:, None]
-        return cls(shift, N, s1, np.ascontiguousarray(s2), n)
+        weight = float(n if w is None else w.sum())
+        return cls(shift, N, s1, np.ascontiguousarray(s2), n, weight)
 
     @property
     def n_features(self) -> int:
@@ -174,9 +187,20 @@ class PairwiseMoments(Statistic):
             s1a + s1b,
             s2a + s2b,
             self.n_rows + other.n_rows,
+            self.total_weight + other.total_weight,
         )
 
     # --------------------------------------------------------------- read-outs
+    @property
+    def total_weight(self) -> float:
+        """The rows' total weight (their number without weights)."""
+        return float(self.n_rows if self.weight is None else self.weight)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every row of positive weight observed every feature."""
+        return bool(self.pair_count.size == 0 or self.pair_count.min() == self.total_weight)
+
     @property
     def count(self) -> np.ndarray:
         """Observed entries per feature, shape (n_features,)."""

@@ -40,7 +40,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from ddr.stats._centring import Centring, scratch, small_gemm_rows
-from ddr.stats._checks import check_block, check_finite
+from ddr.stats._checks import check_block, check_finite, check_weights
 from ddr.stats._posteriors import (
     BatchedPosterior,
     _missing_row_bytes,
@@ -214,18 +214,26 @@ class _Acc:
         return _products(Y, self.w_products)
 
     def add_complete(
-        self, Y: np.ndarray, products: tuple[np.ndarray, np.ndarray] | None = None
+        self,
+        Y: np.ndarray,
+        products: tuple[np.ndarray, np.ndarray] | None = None,
+        w: np.ndarray | None = None,
     ) -> None:
         """Sums of fully observed rows, without forming the posterior means row by row.
 
         With ``B = Y W`` and ``E[z] = B M^{-1}`` for all rows, every sum is a q x q or d x q
         product: ``sum E[z]E[z]^T = M^{-1} B^T B M^{-1}``, ``sum y E[z]^T = (Y^T B) M^{-1}``,
         ``sum b^T M^{-1} b = tr(M^{-1} B^T B)``: two (rows x d x q) GEMMs per block, with a
-        column of ones appended to B so the second also gives the column sums of Y.
+        column of ones appended to B so the second also gives the column sums of Y. With
+        frequency weights ``w`` every sum is over ``diag(w)``: ``B1^T diag(w) B1``, ...
         """
         B1, YB1 = self.products(Y) if products is None else products
-        G1 = B1.T @ B1  # [[B^T B, sum b], [sum b^T, m]]
-        self.add_products(G1, YB1, np.einsum("ij,ij->j", Y, Y))
+        if w is None:
+            G1 = B1.T @ B1  # [[B^T B, sum b], [sum b^T, m]]
+            self.add_products(G1, YB1, np.einsum("ij,ij->j", Y, Y))
+            return
+        Bw = B1 * w[:, None]
+        self.add_products(B1.T @ Bw, Y.T @ Bw, w @ np.square(Y))
 
     def add_products(self, G1: np.ndarray, YB1: np.ndarray, yy: np.ndarray) -> None:
         """Sums of m fully observed rows from their products (see :meth:`add_complete`).
@@ -259,14 +267,15 @@ class _Acc:
         const = d * _LOG_2PI + (d - q) * np.log(s2) + self.logdet
         self.loglik += -0.5 * (m * const + quad / s2)
 
-    def add_missing(self, Y: np.ndarray, nan: np.ndarray) -> None:
+    def add_missing(self, Y: np.ndarray, nan: np.ndarray, w: np.ndarray | None = None) -> None:
         """Sums of rows with missing entries: each row's posterior from its observed entries.
 
         The posteriors are solved for all the rows at once (:class:`BatchedPosterior`), and
         ``E[z~ z~^T]`` of each row, packed (its lower triangle: (q+1)(q+2)/2 values instead
         of (q+1)^2), is summed per feature by one GEMM with the observation mask (whose
         column of ones gives the observed counts). Diagonal noise: the scaling of the rows
-        is folded into the loadings of ``b_n`` and into the weights of ``|y_n|^2``.
+        is folded into the loadings of ``b_n`` and into the weights of ``|y_n|^2``. Frequency
+        weights ``w`` scale each row's column of moments (and so every sum taken from it).
         """
         q, s2 = self.q, float(self.unit.s2)
         m, d = Y.shape
@@ -295,6 +304,8 @@ class _Acc:
             block += s2 * minv[off[j] : off[j] + q - j]
             E[offz[j] + q - j] = Ez[j]
         E[offz[q]] = 1.0
+        if w is not None:
+            E *= w
         part = mask.T @ E.T  # (d + 1, P): per feature over the rows observing it; all rows
         if self.zz_feature_packed is None:
             self.zz_feature_packed, self.zz_missing_packed = part[:d], part[d]
@@ -304,11 +315,11 @@ class _Acc:
         self.count += part[:d, offz[q]]
         self.yz += Yf.T @ E[offz + q - np.arange(q + 1)].T  # y [E z; 1]
         sq = np.square(Yf, out=Yf)  # Yf is not needed after this
-        self.yy += sq.sum(axis=0)
+        self.yy += sq.sum(axis=0) if w is None else w @ sq
         row_sq = sq.sum(axis=1) if self.inv_sd is None else sq @ self.inv_sd**2
         p = d - np.count_nonzero(nan, axis=1)
         ll = p * _LOG_2PI + (p - q) * np.log(s2) + post.logdet + (row_sq - bmb) / s2
-        self.loglik += -0.5 * float(ll.sum())
+        self.loglik += -0.5 * float(ll.sum() if w is None else w @ ll)
         self.n_empty += int((p == 0).sum())
 
     def zz_feature(self) -> np.ndarray:
@@ -419,14 +430,16 @@ class PPCASums(Statistic):
         Parameters
         ----------
         X : ndarray of shape (n_rows, d)
-        y, sample_weight : not supported (must be None)
+        y : not supported (must be None)
+        sample_weight : ndarray of shape (n_rows,), optional
+            Non-negative frequency weights: a row of weight ``w`` adds ``w`` times its sums
+            (and its log-likelihood), as ``w`` copies of it would.
         params : PPCAParams
             The current parameters (W, mu, s2).
         """
         X = check_block(X)
-        if sample_weight is not None:
-            raise ValueError("PPCASums does not support sample_weight")
         n, d = X.shape
+        w = check_weights(sample_weight, n)
         if d != params.W.shape[0]:
             raise ValueError(f"X has {d} features but the PPCA parameters have {params.W.shape[0]}")
         q = params.q
@@ -444,11 +457,12 @@ class PPCASums(Statistic):
         start, missing = 0, False
         while start < n:
             Y = centre(X[start : start + (step_missing if missing else step)])
+            ws = None if w is None else w[start : start + Y.shape[0]]
             start += Y.shape[0]
             if not missing:
                 products = a.products(Y)
                 if np.isfinite(products[1][:, q]).all():  # column sums finite: no NaN, no inf
-                    a.add_complete(Y, products)
+                    a.add_complete(Y, products, ws)
                     continue
             nan = np.isnan(Y)
             if np.isinf(Y).any():
@@ -458,15 +472,15 @@ class PPCASums(Statistic):
                     products = a.products(Y)
                 if not np.isfinite(products[1][:, q]).all():
                     raise ValueError("X has values too large to accumulate in float64")
-                a.add_complete(Y, products)
+                a.add_complete(Y, products, ws)
                 continue
             missing = True  # the rest of the block: larger sub-blocks
             partial = nan.any(axis=1)
             if partial.all():
-                a.add_missing(Y, nan)
+                a.add_missing(Y, nan, ws)
             else:
-                a.add_complete(Y[~partial])
-                a.add_missing(Y[partial], nan[partial])
+                a.add_complete(Y[~partial], w=None if ws is None else ws[~partial])
+                a.add_missing(Y[partial], nan[partial], None if ws is None else ws[partial])
         loglik = a.loglik
         if inv_sd is not None:  # the log-densities of the scaled rows, back to the data's
             loglik -= 0.5 * float(a.count @ np.log(params.s2))
