@@ -7,9 +7,17 @@ more pass: two passes over the data however many folds and candidates
 (docs/user-guide/model-selection.md).
 """
 
+from ddr.model_selection._hash_split import hash_train_test_split
 from ddr.model_selection._passes import SearchPlan
 from ddr.model_selection._scoring import SCORINGS
 from ddr.model_selection._search import GridSearchCV, cross_validate
 from ddr.model_selection._split import HashKFold
 
-__all__ = ["SCORINGS", "GridSearchCV", "HashKFold", "SearchPlan", "cross_validate"]
+__all__ = [
+    "SCORINGS",
+    "GridSearchCV",
+    "HashKFold",
+    "SearchPlan",
+    "cross_validate",
+    "hash_train_test_split",
+]

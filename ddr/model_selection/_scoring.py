@@ -248,11 +248,13 @@ def check_scoring(estimator: Any, scoring: str | None) -> LazyScorer:
     name = type(estimator).__name__
     if scoring is None:
         score = getattr(type(estimator), "score", None)
+        # each class wraps its methods (sample_dims=): compare the functions underneath
+        own = None if score is None else inspect.unwrap(score)
         if is_classifier(estimator):
             scoring = "accuracy"
-        elif score is not None and score in _mean_log_likelihood_scores():
+        elif own is not None and own in map(inspect.unwrap, _mean_log_likelihood_scores()):
             scoring = "mean_log_likelihood"
-        elif score is not None and score in _total_log_likelihood_scores():
+        elif own is not None and own in map(inspect.unwrap, _total_log_likelihood_scores()):
             scoring = "total_log_likelihood"
         else:
             what = "has no score method" if score is None else "has a score ddr cannot build lazily"
