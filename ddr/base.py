@@ -357,10 +357,14 @@ class DDRMixin:
 
         check_is_fitted(self)
         sample_dim = self._default_sample_dims(X, sample_dim)
-        if _is_lazy_or_xarray(X):
+        layout = getattr(self, "feature_layout_", None)
+        if n_features is not None and layout is not None and is_xarray(X):
+            # the features themselves (a same-width transform's output): the fitted grid
+            rows = as_rows(X, sample_dim=sample_dim, fitted=layout, missing_ok=allow_nan)
+        elif _is_lazy_or_xarray(X):
             # scores have no mask; what they map back to is the fitted grid
             rows = as_rows(X, sample_dim=sample_dim, masks=False)
-            rows = dataclasses.replace(rows, layout=getattr(self, "feature_layout_", None))
+            rows = dataclasses.replace(rows, layout=layout)
         else:
             rows = as_rows(X)
         if not rows.is_lazy:

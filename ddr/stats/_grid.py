@@ -247,7 +247,10 @@ def grid_rows(
     elif not masks:
         kept = None
     elif isinstance(rows, da.Array):
-        kept = _kept_from(np.asarray(rows[0].compute()), where)
+        # sliced from the DataArray as stored, the read is fused into the chunk's getter:
+        # one sample is read, not its whole chunk
+        first = X.isel({d: 0 for d in sdims}).transpose(*fdims).data
+        kept = _kept_from(np.asarray(first.compute()), where)
     else:
         kept = _kept_in_memory(rows, where)
     layout = dataclasses.replace(layout, kept=kept)
