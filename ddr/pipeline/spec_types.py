@@ -13,7 +13,15 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+)
 
 from ddr.config.validation import Duration, Int, PathStr, check_duration, not_a_bool
 
@@ -185,6 +193,15 @@ def _check_folds(value: int) -> int:
     return value
 
 
+def _listed(value: Any) -> str:
+    # one grid or a list of grids, told apart by form, so that an error is said of one
+    return "grids" if isinstance(value, list) else "grid"
+
+
+def _hashed(value: Any) -> str:
+    return "hashed" if isinstance(value, dict) or hasattr(value, "hash_folds") else "folds"
+
+
 #: A number of folds (at least 2).
 Folds = Annotated[int, BeforeValidator(not_a_bool), AfterValidator(_check_folds)]
 
@@ -208,11 +225,17 @@ class SearchSpec(Strict):
     its data whatever the folds and candidates; the step's model is the best candidate,
     refitted from the merge of every fold's statistics."""
 
-    param_grid: Grid | Annotated[list[Grid], Field(min_length=1)] = Field(
+    param_grid: Annotated[
+        Annotated[Grid, Tag("grid")] | Annotated[list[Grid], Tag("grids"), Field(min_length=1)],
+        Discriminator(_listed),
+    ] = Field(
         description="Parameter -> values to try (scikit-learn's param_grid), or a list of "
         "such grids; the parameters are the estimator's, checked as `with:` is."
     )
-    cv: Folds | HashFolds = Field(
+    cv: Annotated[
+        Annotated[Folds, Tag("folds")] | Annotated[HashFolds, Tag("hashed")],
+        Discriminator(_hashed),
+    ] = Field(
         5,
         description="An int: that many contiguous folds (scikit-learn's KFold); "
         "{hash_folds: K, seed: S}: shuffled folds by a hash of each row's position.",

@@ -12,7 +12,7 @@ starred and printed.
 
 from __future__ import annotations
 
-from numbers import Real
+from numbers import Integral, Real
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -253,6 +253,10 @@ def _panel(
         )
     if scale == "log":
         ax.set_xscale("log")
+    elif scale == "linear" and all(isinstance(v, Integral) for v in levels):
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # n_components: whole numbers
     elif scale == "category":
         ax.set_xticks(
             range(len(levels)), [repr(v) if isinstance(v, str) else str(v) for v in levels]
