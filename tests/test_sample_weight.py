@@ -184,3 +184,16 @@ def test_weighted_statistics_are_the_rows_repeated(missing, rng):
             np.testing.assert_allclose(b.mean, a.mean, rtol=1e-12)
             np.testing.assert_allclose(b.sq, a.sq, rtol=1e-9)
             assert b.count == a.count
+
+
+@pytest.mark.parametrize("algorithm", ["exact", "binned"])
+def test_kde_weights_are_rows_repeated_at_a_numeric_bandwidth(algorithm, rng):
+    """(The rule bandwidths use Kish's effective sample size, as scipy's: there weights are
+    reliability weights, documented, and the common suite's check is expected to fail.)"""
+    X = rng.normal(size=(70, 2)) + 10.0
+    w = rng.integers(0, 4, size=70)
+    Q = X[:25] + 0.1
+    make = lambda: ddr.KernelDensity(bandwidth=0.4, algorithm=algorithm)  # noqa: E731
+    ref = make().fit(np.repeat(X, w, axis=0)).score_samples(Q)
+    got = make().fit(da.from_array(X, chunks=(20, -1)), sample_weight=w).score_samples(Q)
+    np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-10)

@@ -80,7 +80,10 @@ def exact_log_sums_block(
 ) -> np.ndarray:
     """``log_norm + log sum_i w_i K(|W (x - t_i)| / h)`` of a query block against a training
     block, shape (n_queries, 1) (one column per training block, merged by log-sum-exp)."""
-    log_w = None if w is None else np.log(np.asarray(w, dtype=np.float64))
+    log_w = None
+    if w is not None:
+        with np.errstate(divide="ignore"):  # a zero weight: log 0 = -inf, no term
+            log_w = np.log(np.asarray(w, dtype=np.float64))
     out = log_kernel_sums(_whiten(Xq, center, W), _whiten(T, center, W), log_w, kernel, h)
     return (out + log_norm)[:, None]
 
@@ -244,6 +247,12 @@ class KernelDensity(LogLikelihoodScore, DDRMixin, BaseEstimator):
         tags.checks.expected_failed_checks = {
             "check_sample_weight_equivalence_on_dense_data": WEIGHTS_SINGULAR
         }
+        if isinstance(self.bandwidth, str):
+            tags.checks.expected_failed_checks["check_sample_weight_is_rows_repeated"] = (
+                f"bandwidth={self.bandwidth!r} uses Kish's effective sample size (sum w)^2 / "
+                "sum w^2, as scipy's gaussian_kde, not the number of repeated rows; with a "
+                "numeric bandwidth weights are repeated rows (tests/test_sample_weight.py)"
+            )
         return tags
 
     def _keeps_data(self, n_samples: Any, n_features: Any) -> bool:

@@ -48,6 +48,7 @@ __all__ = [
     "check_nan_and_inf_refused_by_every_method",
     "check_output_follows_the_input_form",
     "check_param_validation",
+    "check_sample_weight_is_rows_repeated",
     "check_save_load_round_trip",
     "check_sklearn_estimator",
     "check_sparse_rows",
@@ -136,6 +137,7 @@ def estimator_checks(estimator: BaseEstimator) -> Iterator[Check]:
     yield check_partial_fit_equals_fit
     yield check_sparse_rows
     yield check_chunking_does_not_change_the_model
+    yield check_sample_weight_is_rows_repeated
     yield check_translation_invariance
     yield check_integer_bool_and_float32_input
     yield check_output_follows_the_input_form
@@ -406,6 +408,33 @@ def check_chunking_does_not_change_the_model(estimator: BaseEstimator) -> None:
         Xd = da.from_array(X, chunks=chunks)
         got = fitted_output(clone(estimator), Xd, _labels_like(y, Xd), X[:30])
         assert_close(got, ref, rtol=1e-10)
+
+
+@_quiet
+def check_sample_weight_is_rows_repeated(estimator: BaseEstimator) -> None:
+    """``fit`` with ``sample_weight`` (where it takes them) is the fit on the rows repeated:
+    weights of 0 drop rows, 2 and 3 repeat them, on numpy rows and on dask rows whose
+    weights are chunked otherwise (to 1e-10; 1e-7 for fits that iterate to a tolerance,
+    whose two runs stop at points it does not tell apart)."""
+    if "sample_weight" not in inspect.signature(estimator.fit).parameters:
+        return
+    if (
+        "check_sample_weight_is_rows_repeated"
+        in get_ddr_tags(estimator).checks.expected_failed_checks
+    ):
+        return  # the tags say why weights are not repeated rows there
+    X, y = suite_data(estimator)
+    w = np.resize(np.array([1, 0, 2, 1, 3, 1]), X.shape[0])
+    repeat = np.repeat(np.arange(X.shape[0]), w)
+    ref = fitted_output(clone(estimator), X[repeat], None if y is None else y[repeat], X[:30])
+    n, d = X.shape
+    rtol = 1e-7 if get_ddr_tags(estimator).fit.passes(n, d) is None else 1e-10
+    got = fitted_output(clone(estimator), X, y, X[:30], sample_weight=w)
+    assert_close(got, ref, rtol=rtol)
+    Xd = da.from_array(X, chunks=(23, -1))
+    wd = da.from_array(w, chunks=31)
+    got = fitted_output(clone(estimator), Xd, _labels_like(y, Xd), X[:30], sample_weight=wd)
+    assert_close(got, ref, rtol=rtol)
 
 
 @_quiet
