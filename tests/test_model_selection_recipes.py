@@ -150,3 +150,19 @@ def test_the_split_refuses_bad_input():
     unknown = unknown[unknown > 3]
     with pytest.raises(ValueError, match="unknown chunk sizes; call compute_chunk_sizes"):
         hash_train_test_split(unknown)
+
+
+# ------------------------------------------------------------- a kernel density's bandwidth
+def test_kde_bandwidth_recipe_is_binned_and_narrower_than_silvermans_rule():
+    rng = np.random.default_rng(0)
+    x = np.r_[rng.normal(0, 1, 36_000), rng.normal(3, 0.5, 24_000)]
+    X = da.from_array(x[rng.permutation(x.size), None], chunks=(10_000, 1))
+    # the recipe (docs/user-guide/model-selection.md)
+    grid = {"bandwidth": np.geomspace(0.005, 0.5, 20).tolist()}
+    search = GridSearchCV(ddr.KernelDensity(), grid, cv=HashKFold(5, seed=0))
+    assert search.plan(X).n_passes == 2
+    search.fit(X)
+    rule = ddr.KernelDensity(bandwidth="silverman").fit(X)
+    silverman = rule.bandwidth_ * np.sqrt(rule.covariance_[0, 0])
+    assert search.best_estimator_.algorithm_ == "binned"  # 60 000 rows: "auto" bins
+    assert 0.2 * silverman < search.best_params_["bandwidth"] < 0.8 * silverman
