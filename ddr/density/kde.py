@@ -183,6 +183,13 @@ class KernelDensity(LogLikelihoodScore, DDRMixin, BaseEstimator):
     and one pass to score them. ``score_samples`` reads the queries once and, in exact mode,
     every training block once (each block task is shared by all query blocks; the work is
     n_queries x n_train kernel evaluations); in binned mode it reads only the queries.
+
+    ``ddr.model_selection.GridSearchCV`` over ``bandwidth``, ``bandwidth_scaling`` and
+    ``cv_bandwidths`` (and ``kernel`` with an explicit ``algorithm``) reads the data twice,
+    in both modes: binned, the folds' lattice histograms and moments merge; exact, the model
+    of "all folds but k" keeps those folds' rows lazily beside their merged moments
+    (``tags.fit.searchable``). There is no ``partial_fit``: exact mode would need the rows
+    of every earlier batch (so the tags do not say ``fit.mergeable``).
     """
 
     def __init__(
