@@ -123,8 +123,8 @@ class FeatureLayout:
                 chunks = tuple(
                     (self.n_features,) if i == axis else c for i, c in enumerate(values.chunks)
                 )
-                values = values.map_blocks(
-                    _expand_block, self.kept, self.n_features, axis, chunks=chunks,
+                values = da.map_blocks(
+                    _expand_block, values, self.kept, self.n_features, axis, chunks=chunks,
                     dtype=values.dtype,
                 )  # fmt: skip
             else:
@@ -259,8 +259,8 @@ def grid_rows(
         masked = layout.masked
         if isinstance(rows, da.Array):
             # the check lives in the task that stacks the block, so it costs no read
-            rows = rows.map_blocks(
-                _select_block, kept, masked, dask.delayed(where, pure=True),
+            rows = da.map_blocks(
+                _select_block, rows, kept, masked, dask.delayed(where, pure=True),
                 chunks=(rows.chunks[0], (layout.n_kept,)), dtype=rows.dtype,
                 meta=np.empty((0, 0), dtype=rows.dtype),
             )  # fmt: skip
@@ -423,7 +423,7 @@ def _expand_block(values: np.ndarray, kept: np.ndarray, n: int, axis: int) -> np
     shape = list(values.shape)
     shape[axis] = n
     out = np.full(shape, np.nan, dtype=values.dtype)
-    index = [slice(None)] * values.ndim
+    index: list[Any] = [slice(None)] * values.ndim
     index[axis] = kept
     out[tuple(index)] = values
     return out
