@@ -393,6 +393,47 @@ def check_gaussian_mixture(sets: list[str]) -> None:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
+def check_grid_search(sets: list[str]) -> None:
+    """Each search read the data twice (planned and counted); the saved models are the
+    searches' best, refitted on every row; PCA's held-out likelihood picks the rank of the
+    demo's signal (10); the winners are scikit-learn's GridSearchCV's on the same folds (the
+    stored float32 rows, in float64); the plots are PNGs."""
+    from sklearn import decomposition as skdec
+    from sklearn import naive_bayes as sknb
+    from sklearn.model_selection import GridSearchCV, KFold
+
+    from ddr.model_selection import HashKFold
+
+    summary = metrics("grid-search-output/run-summary.json")
+    steps = {s["id"]: s["passes"] for s in summary["steps"]}
+    assert steps == {"nb": {"X": 2.0, "y": 2.0}, "pca": {"X": 2.0}, "lda": {"X": 2.0, "y": 2.0}}
+    assert summary["planned_passes"] == {"X": "6", "y": "4"}
+    best = metrics("grid-search-output/best.json")
+    assert best["pca_best"] == {"n_components": 10}
+    X = open_input("demo.zarr", "X").values.astype(np.float64)
+    y = open_input("demo.zarr", "y").values
+    plan = plan_pipeline(PIPELINES / "grid-search.yaml", sets, resume=True)
+    params = plan.pipeline.params
+    nb = GridSearchCV(sknb.GaussianNB(), {"var_smoothing": params["smoothing"]}, cv=KFold(5))
+    nb.fit(X, y)
+    assert best["nb_best"] == nb.best_params_
+    assert best["nb_accuracy"] == pytest.approx(nb.best_score_, abs=1e-6)
+    pca = GridSearchCV(
+        skdec.PCA(), {"n_components": params["components"]}, cv=HashKFold(5, seed=0)
+    ).fit(X)
+    assert best["pca_loglik"] == pytest.approx(pca.best_score_, rel=1e-6)
+    model = ddr.load("grid-search-output/gaussian-nb.model.zarr")
+    assert model.var_smoothing == nb.best_params_["var_smoothing"]
+    np.testing.assert_allclose(model.theta_, nb.best_estimator_.theta_, rtol=1e-6, atol=1e-9)
+    assert ddr.load("grid-search-output/pca.model.zarr").n_components_ == 10
+    with xr.open_zarr("grid-search-output/cv-lda.zarr") as ds:
+        assert ds.sizes["candidate"] == len(params["shrinkage"])
+        assert int(ds["rank_test_score"].values.min()) == 1
+    for name in ("gaussian-nb", "pca", "lda"):
+        with open(f"grid-search-output/search-{name}.png", "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
 CHECKS = {
     "quickstart": check_quickstart,
     "randomized-pca-wide": check_randomized,
@@ -408,6 +449,7 @@ CHECKS = {
     "lsa-plsa": check_lsa_plsa,
     "kmeans": check_kmeans,
     "gaussian-mixture": check_gaussian_mixture,
+    "grid-search": check_grid_search,
 }
 
 

@@ -41,6 +41,7 @@ def test_there_is_a_pipeline_per_family():
         "apply-saved",
         "one-pass-statistics",
         "lsa-plsa",
+        "grid-search",
     } <= set(NAMES)
 
 
