@@ -405,3 +405,19 @@ def test_save_and_load_keep_the_grid(tmp_path):
     back = ddr.load(tmp_path / "m.zarr")
     xr.testing.assert_identical(back.as_xarray("components_"), est.as_xarray("components_"))
     close(back.transform(X).values, est.transform(X).values, 0)
+
+
+def test_a_zarr_grid_is_read_as_stored(tmp_path):
+    """A grid written to Zarr (chunked along time) and opened with xarray or as a dask array
+    of the Zarr array (ddr's chunk reader) fits as the array in memory."""
+    X, ref, _ = grid()
+    X.chunk({"time": 32}).to_dataset().to_zarr(tmp_path / "g.zarr")
+    opened = xr.open_zarr(tmp_path / "g.zarr")["sst"]
+    want = ddr.PCA(n_components=3).fit(ref)
+    est = ddr.PCA(n_components=3).fit(opened, sample_dims="time")
+    close(est.components_, want.components_, 1e-10)
+    import zarr
+
+    z = zarr.open_array(tmp_path / "g.zarr" / "sst", mode="r")
+    raw = X.copy(data=dask.array.from_zarr(z))
+    close(ddr.PCA(n_components=3).fit(raw, sample_dims="time").components_, want.components_, 1e-10)

@@ -160,6 +160,8 @@ def as_rows(
                 if isinstance(sample_dim, SampleDims)
                 else SampleDims.of(X.dims[0] if sample_dim is None else sample_dim, X.dims)
             )
+            if is_dask(X.data):  # the chunk reader a 2-D array would get (ddr._hooks)
+                X = X.copy(data=dask_reader()(X.data))
             g = grid_rows(X, sdims, name=name, fitted=fitted, masks=masks, missing_ok=missing_ok)
             return Rows(
                 g.data, "xarray", g.sample_dim, g.layout.name, g.template, g.sample_dims, g.layout
