@@ -163,4 +163,27 @@ def accept_sample_dims(fn: Callable[..., Any]) -> Callable[..., Any]:
         extra = inspect.Parameter("sample_dims", inspect.Parameter.KEYWORD_ONLY, default=None)
         params.insert([p.name for p in params].index("sample_dim") + 1, extra)
         method.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        method.__doc__ = _documented(fn.__doc__)
     return method
+
+
+def _documented(doc: str | None) -> str | None:
+    """``doc`` with a ``sample_dims`` entry after its ``sample_dim`` parameter (numpydoc)."""
+    if not doc:
+        return doc
+    lines = doc.split("\n")
+    at = next((i for i, line in enumerate(lines) if line.strip().startswith("sample_dim :")), None)
+    if at is None:
+        return doc
+    indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+    end = at + 1
+    while end < len(lines) and lines[end].startswith(indent + " "):
+        end += 1
+    entry = [
+        f"{indent}sample_dims : hashable or tuple of hashable, optional",
+        f"{indent}    The sample dims of a DataArray X of any number of dims: they are stacked",
+        f"{indent}    into rows, the other dims are the features (those NaN at every sample, a",
+        f"{indent}    mask, left out); see the user guide's page on gridded data. Not together",
+        f"{indent}    with ``sample_dim``.",
+    ]
+    return "\n".join(lines[:end] + entry + lines[end:])
