@@ -12,7 +12,7 @@ was made (``ddr:cv_results``). The driver writes it whole; the completion marker
 from __future__ import annotations
 
 from numbers import Integral, Real
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 from pydantic import Field
@@ -27,7 +27,7 @@ from ddr.pipeline.outputs.base import (
 from ddr.pipeline.outputs.stores import StoreKind
 from ddr.pipeline.plan import _a
 from ddr.pipeline.reports import jsonable
-from ddr.pipeline.spec_types import Ref
+from ddr.pipeline.spec_types import IfExists, Ref
 
 if TYPE_CHECKING:
     from ddr.pipeline.plan import OutputPlan, ValueMeta
@@ -76,7 +76,7 @@ class CvResultsKind(StoreKind):
         pending = write_zarr(
             ds,
             out.location,
-            if_exists=w.if_exists(out),
+            if_exists=cast("IfExists", w.if_exists(out)),
             inputs=[i.location for i in w.plan.inputs.values()],
             attrs={"title": f"{w.plan.pipeline.name}: {out.spec.from_}", **ds.attrs},
             fingerprint=out.fingerprint,

@@ -12,6 +12,7 @@ starred and printed.
 
 from __future__ import annotations
 
+import math
 from numbers import Integral, Real
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -84,7 +85,7 @@ class SearchPlot(PlotKind):
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, Real) and not isinstance(value, bool) and np.isfinite(value)
+    return isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def parameter_axis(values: list[Any]) -> tuple[str, list[Any]]:
