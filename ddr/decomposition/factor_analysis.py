@@ -37,7 +37,6 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import linalg, optimize
 from sklearn.base import BaseEstimator
-from sklearn.decomposition._factor_analysis import _ortho_rotation
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
@@ -48,6 +47,7 @@ from ddr.decomposition._latent_gaussian import (
     user_stacklevel,
 )
 from ddr.em import EMState
+from ddr.linalg.rotation import ORTHOMAX_GAMMA, orthomax
 from ddr.linalg.signs import component_signs
 from ddr.stats.pairwise_moments import PairwiseMoments
 from ddr.stats.ppca_sums import PPCAParams
@@ -59,6 +59,8 @@ logger = logging.getLogger(__name__)
 
 _LOG_2PI = float(np.log(2 * np.pi))
 _ROTATIONS = ("varimax", "quartimax")
+#: scikit-learn's iterations and tolerance of the rotation of the factors
+_ROTATION_MAX_ITER, _ROTATION_TOL = 100, 1e-6
 #: the smallest noise variance of a feature, relative to its variance: the bound a Heywood
 #: case (a noise variance heading for 0, where the likelihood only tends to its supremum)
 #: stops at, with a warning naming the feature
@@ -400,7 +402,15 @@ class FactorAnalysis(LatentGaussianModel, BaseEstimator):
     def _set_model(self, params: PPCAParams) -> None:
         W = _canonical(params.W, params.s2)
         if self.rotation is not None:
-            W = _ortho_rotation(W, method=self.rotation).T
+            # scikit-learn's rotation: no Kaiser normalisation, its iterations and stopping rule
+            W = orthomax(
+                W,
+                gamma=ORTHOMAX_GAMMA[self.rotation],
+                normalize=False,
+                max_iter=_ROTATION_MAX_ITER,
+                tol=_ROTATION_TOL,
+                stop="gain",
+            ).loadings
             W = W * component_signs(W, axis=0)
         self.components_ = np.ascontiguousarray(W.T)
         self.noise_variance_ = np.asarray(params.s2, dtype=np.float64).copy()
