@@ -176,7 +176,7 @@ def test_validate_reports_bad_fields_of_the_new_kinds(registered, here):
     assert "bad.yaml:9:61: unknown key 'colour' (did you mean 'color'?); valid keys: color" in said
     assert (
         "bad.yaml:10:5: outputs[2]: unknown kind 'tabel'; valid kinds: 'zarr', 'model', "
-        "'metrics', 'plot', 'table'" in said
+        "'metrics', 'plot', 'cv_results', 'table'" in said
     )
     assert "bad.yaml:11:29: 'pca' is a model; a table holds small 1-D values" in said
 

@@ -234,7 +234,10 @@ def test_validate_checks_plugin_steps_and_outputs(site, work):
     assert "bad.yaml:6:" in said and "unknown parameter 'copy' for MaxAbsScaler" in said
     assert "unknown parameter 'bins' for extrema" in said
     assert "outputs[0].delimiter: expected ',', ';' or '\\t'; got '|'" in said
-    assert "unknown kind 'tabel'; valid kinds: 'zarr', 'model', 'metrics', 'plot', 'table'" in said
+    assert (
+        "unknown kind 'tabel'; valid kinds: 'zarr', 'model', 'metrics', 'plot', 'cv_results', "
+        "'table'" in said
+    )
 
 
 @pytest.fixture(scope="module")
