@@ -295,6 +295,8 @@ class DDRMixin:
         """
         if not reset:
             check_is_fitted(self)
+        elif self._merging_into_grid():
+            reset = False  # a batch of partial_fit merged into a grid fit: on the fitted grid
         else:
             self._forget_features()
         rows = self._input_rows(X, reset=reset, sample_dim=sample_dim)
@@ -413,6 +415,12 @@ class DDRMixin:
         if sample_dim is not None or fitted is None or not is_xarray(X):
             return sample_dim
         return SampleDims(fitted) if set(fitted) <= set(X.dims) else None
+
+    def _merging_into_grid(self) -> bool:
+        """Whether ``partial_fit`` (:class:`MergedFitMixin`) is planning a batch that merges
+        into a fit on a grid: the batch must have the fitted grid and mask, never its own."""
+        merging = getattr(self, "_merging_count", 0.0)
+        return bool(merging) and hasattr(self, "feature_layout_")
 
     def _forget_features(self) -> None:
         """Drop what a previous fit remembered of its input's features."""

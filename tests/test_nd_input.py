@@ -421,3 +421,18 @@ def test_a_zarr_grid_is_read_as_stored(tmp_path):
     z = zarr.open_array(tmp_path / "g.zarr" / "sst", mode="r")
     raw = X.copy(data=dask.array.from_zarr(z))
     close(ddr.PCA(n_components=3).fit(raw, sample_dims="time").components_, want.components_, 1e-10)
+
+
+def test_partial_fit_batches_stay_on_the_fitted_grid():
+    """A batch merged by partial_fit is read with the fitted mask, not one of its own."""
+    X, ref, _ = grid()
+    est = ddr.GaussianDensity()
+    for part in (slice(0, 40), slice(40, None)):
+        est.partial_fit(X[part].chunk({"time": 16}), sample_dims="time")
+    close(est.mean_, ref.mean(0), 1e-12)
+    close(est.covariance_, np.cov(ref, rowvar=False, ddof=0), 1e-10)
+    assert est.as_xarray("mean_").dims == ("lat", "lon")
+    other = X[40:].copy()
+    other[:, 0, 0] = 1.0  # the batch has a value where the model is masked
+    with pytest.raises(ValueError, match=r"lat=-10.0, lon=-30.0 is masked in the fitted model"):
+        est.partial_fit(other.chunk({"time": 16}), sample_dims="time")
