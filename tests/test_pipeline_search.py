@@ -277,6 +277,16 @@ def test_a_rerun_loads_the_model_unless_the_search_is_wanted(ran):
     assert (here / "out" / "nb.png").read_bytes().startswith(b"\x89PNG")
 
 
+def test_another_grid_is_another_search(ran):
+    here, *_ = ran
+    text = (here / "p.yaml").read_text().replace("0.05, 0.3, 1.0]", "0.05, 0.3]")
+    (here / "p2.yaml").write_text(text)
+    plan = plan_pipeline(here / "p2.yaml", resume=True)
+    assert plan.steps["nb"].action == "run" and plan.steps["lda"].action == "skip"
+    out = next(o for o in plan.outputs if o.path.endswith("nb.model.zarr"))
+    assert out.action == "overwrite" and "nb.search" in out.reason, out.reason
+
+
 def test_an_update_searches_again_over_every_row(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with dask.config.set(scheduler="threads"):

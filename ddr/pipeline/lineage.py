@@ -63,6 +63,8 @@ def lineage(steps: dict[str, Any], inputs: dict[str, Any], refs: list[str]) -> d
             "inputs": dict(step.refs),
             "fingerprint": step.fingerprint,
         }
+        if step.spec.search is not None:  # a searched step: its grid, folds and scoring
+            out_steps[head]["search"] = step.spec.search.model_dump(mode="json")
         for r in step.refs.values():
             walk(r)
 
@@ -86,6 +88,10 @@ def describe_changes(stored: dict[str, Any] | None, planned: dict[str, Any]) -> 
         if old.get("op") != new["op"]:
             changes.append(f"{sid}.op {old.get('op')} -> {new['op']}")
         changes.extend(_diff(f"{sid}.with", old.get("with") or {}, new["with"]))
+        if old.get("search") != new.get("search"):
+            changes.append(
+                f"{sid}.search {_short(old.get('search'))} -> {_short(new.get('search'))}"
+            )
         if old.get("inputs") != new["inputs"]:
             changes.append(f"{sid}.inputs {_short(old.get('inputs'))} -> {_short(new['inputs'])}")
     old_inputs = stored.get("inputs") or {}
