@@ -321,6 +321,51 @@ def test_an_update_searches_again_over_every_row(tmp_path, monkeypatch):
     np.testing.assert_allclose(ddr.load(tmp_path / "out" / "nb.zarr").theta_, best.theta_)
 
 
+CHAINED = """\
+ddr: 1
+name: chained
+inputs:
+  X: {path: data.zarr, array: X}
+  y: {path: data.zarr, array: y}
+steps:
+  pca:
+    op: PCA.fit_transform
+    inputs: {X: X}
+    search: {param_grid: {n_components: [1, 2, 3]}, scoring: mean_log_likelihood, cv: 3}
+  nb:
+    op: GaussianNB.fit
+    inputs: {X: pca.data, y: y}
+    search: {param_grid: {var_smoothing: [1.0e-9, 0.1]}, cv: 3}
+  pred: {op: GaussianNB.predict, inputs: {model: nb, X: pca.data}}
+outputs:
+  - {kind: zarr, from: {scores: pca.data, pred: pred}, path: out/scores.zarr}
+  - {kind: metrics, from: {k: pca.best_params_}, path: out/k.json}
+"""
+
+
+def test_a_searched_transform_feeds_another_search(tmp_path):
+    """PCA's scores (their width the best n_components, known once searched) are searched
+    again by GaussianNB: 2 passes each, planned as measured."""
+    import json
+
+    with dask.config.set(scheduler="threads"):
+        write_demo_data(tmp_path / "data.zarr", DemoSpec(300, 5, 2, 3, 100, seed=0))
+    (tmp_path / "p.yaml").write_text(_absolute(CHAINED, tmp_path))
+    plan = plan_pipeline(tmp_path / "p.yaml")
+    assert plan.steps["nb"].passes == 2 and plan.steps["nb"].search is None  # width unknown
+    assert "nb: GaussianNB.fit(X=pca.data, y=y)  (grid search by its own score" in plan.format()
+    with dask.config.set(scheduler="threads"):
+        summary = run_plan(plan)
+    planned = {k: float(v) for k, v in plan.passes().items()}
+    assert summary.passes == planned == {"X": 5.0, "y": 2.0}  # 2 + 2 + the scores written
+    k = json.loads((tmp_path / "out" / "k.json").read_text())["k"]["n_components"]
+    X = np.asarray(ddr.io.open_input(tmp_path / "data.zarr", "X"))
+    best = GridSearchCV(ddr.PCA(), {"n_components": [1, 2, 3]}, cv=3).fit(X)
+    assert k == best.best_params_["n_components"]
+    scores = _results(tmp_path / "out" / "scores.zarr")["scores"].values
+    np.testing.assert_allclose(scores, best.transform(X), rtol=1e-6, atol=1e-6)
+
+
 # ------------------------------------------------------------------ bad configs
 BASE = """\
 ddr: 1

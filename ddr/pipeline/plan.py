@@ -394,7 +394,7 @@ def _step_line(step: StepPlan) -> str:
         "recorded": "  [solved from the recorded statistics: no new rows]",
     }[step.action]
     passes = ""
-    if step.action == "run" and step.search is not None and step.spec.search is not None:
+    if step.action == "run" and step.spec.search is not None:
         passes = f"  ({_search_words(step)})"
     elif step.action == "run" and step.op.family in ("fit", "statistic"):
         if step.one_pass and step.passes is None:
@@ -489,7 +489,10 @@ def _search_words(step: StepPlan) -> str:
     assert spec is not None
     cv = spec.cv
     folds = "contiguous folds" if isinstance(cv, int) else f"hashed folds, seed {cv.seed}"
-    return f"grid search by {spec.scoring or 'its own score'}, {folds}: {step.search}"
+    cost = step.search
+    if cost is None:  # the width of its data is known only once it runs
+        cost = f"{step.passes} passes over the data; folds and statistics counted when it runs"
+    return f"grid search by {spec.scoring or 'its own score'}, {folds}: {cost}"
 
 
 def _search_dict(step: StepPlan) -> dict[str, Any] | None:

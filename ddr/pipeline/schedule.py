@@ -16,7 +16,7 @@ import numpy as np
 
 from ddr.pipeline.outputs import output_kind
 from ddr.pipeline.plan import OutputPlan, Phase, StepPlan, ValueMeta
-from ddr.pipeline.searches import SEARCH_OUTPUTS
+from ddr.pipeline.searches import SEARCH_OUTPUTS, SEARCH_PASSES
 from ddr.pipeline.spec_types import split_ref
 from ddr.tags import get_ddr_tags
 
@@ -107,7 +107,7 @@ class Scheduling:
             if s.action == "run" and s.spec.search is not None:
                 # a grid search: two passes of its own, whatever the folds and candidates
                 s.one_pass, s.search = False, self._plan_search(s)
-                s.passes = s.search.n_passes if s.search is not None else None
+                s.passes = SEARCH_PASSES  # known whatever the shapes (a width may not be)
                 continue
             if s.action == "run" and s.op.family in ("fit", "statistic"):
                 s.one_pass = self._is_one_pass(s)

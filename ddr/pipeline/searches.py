@@ -25,11 +25,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from ddr.model_selection._passes import N_PASSES
 from ddr.pipeline import registry
 from ddr.pipeline.spec_types import HashFolds, SearchSpec
 
 __all__ = [
     "SEARCH_OUTPUTS",
+    "SEARCH_PASSES",
     "candidates",
     "grid_problems",
     "make_search",
@@ -45,6 +47,11 @@ SEARCH_OUTPUTS = {
     "best_score_": "metric",
     "best_index_": "metric",
 }
+
+
+#: the passes over its data of every search (ddr.model_selection: the folds' statistics, the
+#: scores), whatever its folds, candidates and the width of its data
+SEARCH_PASSES = N_PASSES
 
 
 def _grids(spec: SearchSpec) -> list[dict[str, list[Any]]]:
