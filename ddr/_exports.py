@@ -20,6 +20,7 @@ EXPORTS: dict[str, str] = {
     # linear reductions
     "StandardScaler": "ddr.preprocessing.scaler",
     "PCA": "ddr.decomposition.pca",
+    "RotatedPCA": "ddr.decomposition.rotated_pca",
     "TruncatedSVD": "ddr.decomposition.truncated_svd",
     "GaussianRandomProjection": "ddr.projection.random_projection",
     "SparseRandomProjection": "ddr.projection.random_projection",

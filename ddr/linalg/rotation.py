@@ -145,7 +145,7 @@ def orthomax(
         if s_new == 0.0:  # zero loadings: nothing to rotate
             converged = True
         elif stop == "change":
-            converged = abs(s_new - s_old) < tol * s_new
+            converged = abs(s_new - s_old) <= tol * s_new
         else:
             converged = s_old != 0.0 and s_new < s_old * (1.0 + tol)
         s_old = s_new
