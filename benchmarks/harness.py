@@ -441,7 +441,7 @@ class Context:
         for memory like the row it is paired with (same overhead); each run writes a new
         array, so no removal of the last one is timed."""
         path = fresh_path(folder, "write-floor")
-        return self.time_on_cluster(lambda: _write_floor(held, path))
+        return self.time_on_cluster(lambda: write_floor(held, path))
 
     def measure_write_floor(self, method: str, name: str, held: da.Array, folder: Path) -> Row:
         """A row for the write floor of ``held`` (dask's ``to_zarr``, see
@@ -449,7 +449,7 @@ class Context:
         return self.measure(
             method,
             name,
-            lambda: _write_floor(held, fresh_path(folder, "write-floor")) or {},
+            lambda: write_floor(held, fresh_path(folder, "write-floor")) or {},
             scheduler="cluster",
         )
 
@@ -473,7 +473,7 @@ def fresh_path(folder: Path, stem: str) -> Path:
     return folder / f"{stem}-{next(_FRESH)}.zarr"
 
 
-def _write_floor(held: da.Array, path: Path) -> None:
+def write_floor(held: da.Array, path: Path) -> None:
     # ddr writes every chunk, also one that equals the fill value (write_empty_chunks=True)
     da.to_zarr(
         held,

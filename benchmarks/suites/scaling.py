@@ -4,7 +4,10 @@ same cluster (x reader) and its parallel efficiency T(1) / (n T(n)) (eff), with 
 resident memory of a single worker. Data: `--scaling-rows` x 100 float32 (`ddr demo-data`,
 5 classes, chunks of 100 000 rows), generated once under `--data-dir`.
 Target (issue 20): each one-pass fit's efficiency within 10 points of the reader's from 1 to
-16 workers.
+16 workers. The second passes (issue 29) scale the same way: predictions, probabilities and
+PCA scores of models fitted beforehand on the first chunk (their outputs summed, so that
+nothing but the pass is timed), and PCA scores written to Zarr beside dask's write floor (a
+`to_zarr` of the same number of float32 columns, the same row chunks and ddr's codecs).
 
 Fixed overhead: the same fits over 160 chunks of 100 rows on 8 worker processes, where the
 read is nothing and what is left is the cost of a fit's tasks, its graph and its solve.
@@ -30,7 +33,7 @@ import psutil
 import zarr
 
 import ddr
-from benchmarks.harness import Context
+from benchmarks.harness import Context, fresh_path, write_floor
 from ddr.demo import DemoSpec, write_demo_data
 from ddr.io.zarr_chunks import from_zarr
 
@@ -97,21 +100,56 @@ def _cluster(n: int, memory: str) -> Iterator[Any]:
         yield client
 
 
-def _methods(path: Path, n_chunks: int | None = None) -> dict[str, Callable[[], Any]]:
-    """The timed methods, over the first ``n_chunks`` row chunks (default: all)."""
+def _models(path: Path) -> dict[str, Any]:
+    """PCA, GaussianNB and QDA fitted on the first chunk, in memory (for the second passes)."""
+    X = zarr.open_array(str(path), path="X", mode="r")
+    y = zarr.open_array(str(path), path="y", mode="r")
+    rows = X.chunks[0]
+    Xc, yc = np.asarray(X[:rows]), np.asarray(y[:rows])
+    return {
+        "pca": ddr.PCA(10).fit(Xc),
+        "nb": ddr.GaussianNB().fit(Xc, yc),
+        "qda": ddr.QuadraticDiscriminantAnalysis().fit(Xc, yc),
+    }
+
+
+def _methods(
+    path: Path, n_chunks: int | None = None, models: dict[str, Any] | None = None
+) -> dict[str, Callable[[], Any]]:
+    """The timed methods, over the first ``n_chunks`` row chunks (default: all); with
+    ``models`` (:func:`_models`) their second passes too."""
     X = from_zarr(zarr.open_array(str(path), path="X", mode="r"))
     y = from_zarr(zarr.open_array(str(path), path="y", mode="r"))
     Xd = da.from_zarr(str(path), "X")
     if n_chunks is not None:
         rows = sum(X.chunks[0][:n_chunks])
         X, y, Xd = X[:rows], y[:rows], Xd[:rows]
-    return {
+    methods: dict[str, Callable[[], Any]] = {
         READER: lambda: X.sum().compute(),
         "dask read floor (da.from_zarr sum)": lambda: Xd.sum().compute(),
         "ddr PCA fit (covariance)": lambda: ddr.PCA(10).fit(X),
         "ddr GaussianNB fit": lambda: ddr.GaussianNB().fit(X, y),
         "ddr QDA fit": lambda: ddr.QuadraticDiscriminantAnalysis().fit(X, y),
     }
+    if models is None:
+        return methods
+    pca, nb, qda = models["pca"], models["nb"], models["qda"]
+    out = path.parent / f"{path.stem}-out.zarr"
+    methods.update(
+        {
+            "ddr GaussianNB predict (sum)": lambda: nb.predict(X).sum().compute(),
+            "ddr QDA predict_proba (sum)": lambda: qda.predict_proba(X).sum().compute(),
+            "ddr PCA transform (sum)": lambda: pca.transform(X).sum().compute(),
+            # each run writes a new array: no removal of the last is timed
+            "dask write floor (to_zarr, 10 columns)": lambda: write_floor(
+                Xd[:, :10], fresh_path(out, "floor")
+            ),
+            "ddr PCA transform to Zarr (to_zarr)": lambda: write_floor(
+                pca.transform(X), fresh_path(out, "scores")
+            ),
+        }
+    )
+    return methods
 
 
 def _time(
@@ -173,9 +211,11 @@ def run(ctx: Context) -> None:
     memory = psutil.virtual_memory().total * 0.8 / max(workers)
     per_worker = f"{int(min(memory, 8 * 2**30)) // 2**20}MiB"
     table: dict[int, dict[str, tuple]] = {}
+    models = _models(path)
     for n in workers:
         with _cluster(n, per_worker) as client:
-            table[n] = _time(client, _methods(path), rounds, _methods(path, 2 * n))
+            timed = _methods(path, models=models)
+            table[n] = _time(client, timed, rounds, _methods(path, 2 * n, models))
         print(f"[scaling] {n} workers: " + ", ".join(
             f"{m} {s:.2f} s" for m, (s, *_) in table[n].items()
         ), flush=True)  # fmt: skip
