@@ -454,9 +454,10 @@ class DDRMixin:
 
         Returns
         -------
-        xarray.DataArray
+        xarray.DataArray or xarray.Dataset
             Dims as declared, the feature dim replaced by the training data's feature dims
-            (e.g. ``components_``: ``("component", "lat", "lon")``).
+            (e.g. ``components_``: ``("component", "lat", "lon")``). Fitted on a Dataset, a
+            Dataset with one variable per data variable of the input.
         """
         check_is_fitted(self)
         declared = get_ddr_tags(self).xarray_dims

@@ -436,3 +436,77 @@ def test_partial_fit_batches_stay_on_the_fitted_grid():
     other[:, 0, 0] = 1.0  # the batch has a value where the model is masked
     with pytest.raises(ValueError, match=r"lat=-10.0, lon=-30.0 is masked in the fitted model"):
         est.partial_fit(other.chunk({"time": 16}), sample_dims="time")
+
+
+# ------------------------------------------------------------------------ Datasets
+def two_fields():
+    """A Dataset of a (time, lat, lon) field with its mask and a (time, station) one with a
+    station that never reported; and the stacked kept columns, sst's first."""
+    X, ref, _ = grid()
+    rng = np.random.default_rng(5)
+    slp = rng.standard_normal((T, 5)) * 3 + 1000 + ref[:, :1]
+    slp[:, 2] = np.nan
+    ds = xr.Dataset({"sst": X, "slp": (("time", "station"), slp)})
+    return ds, np.hstack([ref, slp[:, [0, 1, 3, 4]]])
+
+
+@pytest.mark.parametrize("how", CHUNKINGS)
+def test_a_dataset_is_its_variables_side_by_side(how):
+    ds, ref = two_fields()
+    X = ds if how is None else ds.chunk({"time": how})
+    est = ddr.PCA(n_components=3).fit(X, sample_dims="time")
+    want = ddr.PCA(n_components=3).fit(ref)
+    close(est.components_, want.components_, 1e-10)
+    maps = est.as_xarray("components_")
+    assert isinstance(maps, xr.Dataset)
+    assert maps["sst"].dims == ("component", "lat", "lon")
+    assert maps["slp"].dims == ("component", "station")
+    assert np.isnan(maps["slp"].values[:, 2]).all() and np.isnan(maps["sst"].values[:, 0, 0]).all()
+    close(maps["slp"].values[:, [0, 1, 3, 4]], want.components_[:, 9:], 1e-10)
+    scores = est.transform(X)
+    assert scores.dims == ("time", "component")
+    back = est.inverse_transform(scores)
+    assert isinstance(back, xr.Dataset) and back["sst"].dims == ("time", "lat", "lon")
+    close(
+        back["slp"].values[:, [0, 1, 3, 4]],
+        want.inverse_transform(want.transform(ref))[:, 9:],
+        1e-8,
+    )
+
+
+def test_a_dataset_fit_reads_each_variable_once():
+    ds, _ = two_fields()
+    a, ca = counting_dask_array(ds["sst"].values, chunks=(24, -1, -1))
+    b, cb = counting_dask_array(ds["slp"].values, chunks=(24, -1))
+    X = xr.Dataset({"sst": ds["sst"].copy(data=a), "slp": (("time", "station"), b)})
+    with dask.config.set(scheduler="synchronous"):
+        ddr.GaussianDensity().fit(X, sample_dims="time")
+    assert ca.passes == cb.passes == 1 + 24 / T  # one pass and the chunk of the first sample
+
+
+def test_bad_dataset_input_is_refused():
+    ds, _ = two_fields()
+    with pytest.raises(ValueError, match="X is a Dataset: name its sample dims with sample_dims="):
+        ddr.PCA(n_components=2).fit(ds)
+    est = ddr.PCA(n_components=2).fit(ds, sample_dims="time")
+    with pytest.raises(ValueError, match=r"X has the variables \('sst',\); the model was fitted"):
+        est.transform(ds[["sst"]])
+    with pytest.raises(ValueError, match="X is a DataArray; the model was fitted on a Dataset"):
+        est.transform(ds["sst"])
+    holey = ds.copy(deep=True)
+    holey["slp"][7, 1] = np.nan
+    with pytest.raises(ValueError, match=r"X\['slp'\]: the feature at station\[1\] is NaN at some"):
+        ddr.PCA(n_components=2).fit(holey, sample_dims="time")
+    lda = ddr.LinearDiscriminantAnalysis(store_covariance=True)
+    lda.fit(ds, labels(), sample_dims="time")
+    assert lda.as_xarray("means_")["sst"].dims == ("class", "lat", "lon")
+    with pytest.raises(ValueError, match="covariance_ has 2 feature axes; fitted on a Dataset"):
+        lda.as_xarray("covariance_")
+
+
+def test_a_saved_dataset_fit_keeps_its_blocks(tmp_path):
+    ds, _ = two_fields()
+    est = ddr.PCA(n_components=2).fit(ds, sample_dims="time")
+    est.save(tmp_path / "m.zarr")
+    back = ddr.load(tmp_path / "m.zarr")
+    xr.testing.assert_identical(back.as_xarray("components_"), est.as_xarray("components_"))

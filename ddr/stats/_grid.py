@@ -37,7 +37,14 @@ import numpy as np
 
 from ddr.stats._checks import block_start, sum_is_finite
 
-__all__ = ["FeatureLayout", "GridRows", "SampleDims", "grid_rows", "unravel_sample"]
+__all__ = [
+    "FeatureLayout",
+    "GridRows",
+    "SampleDims",
+    "free_name",
+    "grid_rows",
+    "unravel_sample",
+]
 
 
 class SampleDims(tuple):
@@ -171,7 +178,8 @@ class GridRows:
     data: Any
     sample_dims: tuple[Hashable, ...]
     sample_dim: Hashable
-    layout: FeatureLayout
+    #: a FeatureLayout; for a Dataset, ddr.stats._grid_blocks.FeatureBlocks
+    layout: Any
     template: Any
 
 
@@ -268,7 +276,7 @@ def grid_rows(
             rows = _select_block(rows, kept, masked, where)
     elif kept is not None:
         rows = rows[:, kept]
-    sample_dim = sdims[0] if ns == 1 else _free_name("sample", dims)
+    sample_dim = sdims[0] if ns == 1 else free_name("sample", dims)
     return GridRows(rows, sdims, sample_dim, layout, Xt)
 
 
@@ -345,7 +353,7 @@ def _layout(
         for cname, c in Xt.coords.items()
         if c.dims and set(c.dims) <= on_features
     }
-    name = str(fdims[0]) if len(fdims) == 1 else _free_name("feature", tuple(Xt.dims))
+    name = str(fdims[0]) if len(fdims) == 1 else free_name("feature", tuple(Xt.dims))
     return FeatureLayout(tuple(str(d) for d in fdims), shape, coords, kept, name)
 
 
@@ -355,7 +363,8 @@ def _sample_info(Xt: Any, sdims: tuple[Hashable, ...]) -> tuple:
     return sdims, shape, coords
 
 
-def _free_name(base: str, dims: tuple[Hashable, ...]) -> str:
+def free_name(base: str, dims: tuple[Hashable, ...]) -> str:
+    """``base``, with underscores added until it is none of ``dims``."""
     name = base
     while name in dims:
         name += "_"

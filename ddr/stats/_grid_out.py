@@ -7,6 +7,7 @@ Estimators (``ddr.base``) call these; they know nothing of estimators themselves
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ddr.stats._grid import FeatureLayout, SampleDims
+from ddr.stats._grid_blocks import FeatureBlocks
 from ddr.stats._input import Rows
 
 __all__ = ["accept_sample_dims", "fitted_dataarray", "rows_dataarray"]
@@ -47,9 +49,22 @@ def rows_dataarray(
             coords[cname] = coord
     tail: tuple[Hashable, ...] = ()
     layout = rows.layout
+    if isinstance(layout, FeatureBlocks) and n_out is not None and new_dim == layout.name:
+        # a Dataset's features: one variable per block, each on its own grid
+        parts = layout.split(out, axis=1)
+        return xr.Dataset(
+            {
+                v: rows_dataarray(
+                    dataclasses.replace(rows, layout=sub), part, sub.n_kept, sub.name, None,
+                    v, attrs,
+                )
+                for v, sub, part in zip(layout.variables, layout.layouts, parts, strict=True)
+            },
+            attrs=dict(attrs or {}),
+        )  # fmt: skip
     if n_out is not None:
         dim = new_dim or "component"
-        if layout is not None and dim == layout.name:
+        if isinstance(layout, FeatureLayout) and dim == layout.name:
             out = layout.expand(out, axis=1)
             tail = layout.dims
             coords.update(layout.xr_coords())
@@ -70,7 +85,7 @@ def fitted_dataarray(
     feature_token: str,
     feature_dim: Hashable,
     feature_coords: Any,
-    layout: FeatureLayout | None,
+    layout: FeatureLayout | FeatureBlocks | None,
     coords: Mapping[str, Any],
     name: str,
     attrs: Mapping[str, Any],
@@ -86,9 +101,10 @@ def fitted_dataarray(
         feature axis of a d x d matrix) stands for the training data's features.
     feature_dim, feature_coords
         The features' dim and coordinate of a 2-D input (no ``layout``).
-    layout : FeatureLayout or None
+    layout : FeatureLayout, FeatureBlocks or None
         The feature grid of an N-D input: each feature axis becomes its feature dims, with
-        NaN at the masked features.
+        NaN at the masked features. The blocks of a Dataset give a Dataset, a variable per
+        block (for attributes with one feature axis).
     coords : mapping
         Coordinates of the other dims (``class``); a dim named like a feature dim is renamed
         ``<estimator>_<dim>`` (fitted on PCA scores, a mixture's ``component`` and the
@@ -100,6 +116,8 @@ def fitted_dataarray(
     """
     import xarray as xr
 
+    if isinstance(layout, FeatureBlocks):
+        return _fitted_dataset(value, dims, feature_token, layout, coords, name, attrs)
     feature_names = set(layout.dims) if layout is not None else {feature_dim}
     owner = str(attrs.get("ddr:estimator", "model")).lower()
     out_dims: list[Hashable] = []
@@ -124,6 +142,39 @@ def fitted_dataarray(
     return xr.DataArray(
         value, dims=tuple(out_dims), coords=out_coords, name=name, attrs=dict(attrs)
     )
+
+
+def _fitted_dataset(
+    value: np.ndarray,
+    dims: tuple[str, ...],
+    feature_token: str,
+    blocks: FeatureBlocks,
+    coords: Mapping[str, Any],
+    name: str,
+    attrs: Mapping[str, Any],
+) -> Any:
+    """A fitted attribute of a Dataset fit as a Dataset: its feature axis cut into the
+    variables' blocks, each on its grid (:func:`fitted_dataarray`)."""
+    import xarray as xr
+
+    axes = [i for i, d in enumerate(dims) if d.startswith(feature_token)]
+    if len(axes) != 1:
+        raise ValueError(
+            f"{attrs.get('ddr:estimator', 'the model')}.{attrs.get('ddr:attribute', name)} has "
+            f"{len(axes)} feature axes; fitted on a Dataset, as_xarray gives attributes with "
+            "one feature axis (one variable per block); the numpy attribute has the rest"
+        )
+    parts = blocks.split(value, axes[0])
+    return xr.Dataset(
+        {
+            v: fitted_dataarray(
+                part, dims, feature_token=feature_token, feature_dim=sub.name,
+                feature_coords=None, layout=sub, coords=coords, name=v, attrs=attrs,
+            )
+            for v, sub, part in zip(blocks.variables, blocks.layouts, parts, strict=True)
+        },
+        attrs=dict(attrs),
+    )  # fmt: skip
 
 
 def accept_sample_dims(fn: Callable[..., Any]) -> Callable[..., Any]:

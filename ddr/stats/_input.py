@@ -12,6 +12,7 @@ import numpy as np
 
 from ddr._hooks import dask_reader
 from ddr.stats._grid import FeatureLayout, SampleDims, grid_rows
+from ddr.stats._grid_blocks import FeatureBlocks, dataset_rows
 
 __all__ = [
     "ROW_NUMBERS_ATTR",
@@ -94,7 +95,7 @@ class Rows:
     feature_dim: Hashable | None = None
     template: Any = None
     sample_dims: tuple[Hashable, ...] | None = None
-    layout: FeatureLayout | None = None
+    layout: FeatureLayout | FeatureBlocks | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -129,7 +130,7 @@ def as_rows(
     sample_dim: Hashable | None = None,
     name: str = "X",
     allow_column_chunks: bool = False,
-    fitted: FeatureLayout | None = None,
+    fitted: FeatureLayout | FeatureBlocks | None = None,
     masks: bool = True,
     missing_ok: bool = False,
 ) -> Rows:
@@ -138,7 +139,9 @@ def as_rows(
     Parameters
     ----------
     X : array-like, dask.array.Array or xarray.DataArray of shape (n_samples, n_features)
-        A DataArray may have any number of dims when read as a grid (below).
+        A DataArray may have any number of dims when read as a grid (below); a Dataset is
+        read as grids side by side, one block of features per data variable
+        (:func:`ddr.stats._grid_blocks.dataset_rows`).
     sample_dim : hashable or SampleDims, optional
         For a DataArray, the dimension that indexes samples (default: its first dimension).
         :class:`SampleDims` (what ``sample_dims=`` gives), or a DataArray with more than two
@@ -151,10 +154,17 @@ def as_rows(
         For a grid: the fitted model's feature layout (input must match it), whether to
         find masked features, whether kept features may hold NaN (see ``grid_rows``).
     """
+    if is_xarray(X) and hasattr(X, "data_vars"):
+        return _dataset_rows(X, sample_dim, name, fitted, masks, missing_ok)
     if is_xarray(X):
         if not hasattr(X, "variable"):
             raise TypeError(f"{name}: expected an xarray.DataArray, got {type(X).__name__}")
         if isinstance(sample_dim, SampleDims) or X.ndim > 2 or fitted is not None:
+            if isinstance(fitted, FeatureBlocks):
+                raise ValueError(
+                    f"{name} is a DataArray; the model was fitted on a Dataset of the variables "
+                    f"{fitted.variables}: give a Dataset of them"
+                )
             sdims = (
                 sample_dim
                 if isinstance(sample_dim, SampleDims)
@@ -202,6 +212,31 @@ def as_rows(
         )
     _check_numeric(X.dtype, name)
     return Rows(X, "numpy")
+
+
+def _dataset_rows(
+    X: Any,
+    sample_dim: Hashable | None,
+    name: str,
+    fitted: FeatureLayout | FeatureBlocks | None,
+    masks: bool,
+    missing_ok: bool,
+) -> Rows:
+    """A Dataset's rows: one block of features per data variable."""
+    if sample_dim is None:
+        raise ValueError(
+            f"{name} is a Dataset: name its sample dims with sample_dims= (a Dataset's dims "
+            "have no order to take the first of)"
+        )
+    if isinstance(fitted, FeatureLayout):
+        raise ValueError(f"{name} is a Dataset; the model was fitted on one DataArray")
+    sdims = (
+        sample_dim
+        if isinstance(sample_dim, SampleDims)
+        else SampleDims.of(sample_dim, tuple(X.dims))
+    )
+    g = dataset_rows(X, sdims, name=name, fitted=fitted, masks=masks, missing_ok=missing_ok)
+    return Rows(g.data, "xarray", g.sample_dim, g.layout.name, g.template, g.sample_dims, g.layout)
 
 
 def _as_csr(X: Any) -> Any:
