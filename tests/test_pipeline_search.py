@@ -255,6 +255,19 @@ def test_the_plot_is_a_png_with_a_panel_per_parameter(ran):
     assert "best:" in fig.texts[-1].get_text()
 
 
+def test_a_candidate_without_a_score_is_said_not_drawn():
+    from sklearn.exceptions import FitFailedWarning
+
+    X = np.random.default_rng(0).normal(size=(90, 4))
+    with pytest.warns(FitFailedWarning):  # 9 components of 4 features: scored NaN
+        search = GridSearchCV(ddr.PCA(), {"n_components": [1, 2, 9]}, cv=3).fit(X)
+    fig = draw_search(search)
+    (ax,) = fig.axes
+    (bars,) = ax.containers
+    np.testing.assert_array_equal(bars.lines[0].get_data()[0].astype(float), [1, 2])
+    assert "no score (the fit or scoring failed): n_components=9" in fig.texts[-1].get_text()
+
+
 def test_parameter_axes():
     assert parameter_axis([1e-9, 1e-3, 1.0]) == ("log", [1e-9, 1e-3, 1.0])
     assert parameter_axis([3, 1, 2, 2]) == ("linear", [1, 2, 3])

@@ -186,11 +186,21 @@ def draw_search(search: Any, title: str | None = None) -> Any:
         _panel(ax, name, params, mean, std, best)
     axes[0][0].set_ylabel(f"mean {scoring} (error bars: std over {folds} folds)")
     shown = ", ".join(f"{k}={v!r}" for k, v in params[best].items())
+    note = (
+        f"best: {shown}, {scoring} {mean[best]:.6g} ± {std[best]:.2g} "
+        f"(candidate {best + 1} of {len(params)})"
+    )
+    failed = [i for i in range(len(params)) if not np.isfinite(mean[i])]
+    if failed:  # scored error_score (NaN): not drawn, but said
+        listed = "; ".join(
+            ", ".join(f"{k}={v!r}" for k, v in params[i].items()) for i in failed[:3]
+        )
+        more = f" and {len(failed) - 3} more" if len(failed) > 3 else ""
+        note += f"\nno score (the fit or scoring failed): {listed}{more}"
     fig.text(
         0.5,
         -0.02,
-        f"best: {shown}, {scoring} {mean[best]:.6g} ± {std[best]:.2g} "
-        f"(candidate {best + 1} of {len(params)})",
+        note,
         ha="center",
         va="top",
         color=GREY,
@@ -220,8 +230,9 @@ def _panel(
             return float(next(j for j, u in enumerate(levels) if _same(value, u)))
         return float(value)
 
-    line = profile(params, best, name) if name in params[best] else []
-    others = [i for i in have if i not in line]
+    scored = set(np.flatnonzero(np.isfinite(mean)).tolist())  # the others are said below
+    line = [i for i in profile(params, best, name) if i in scored] if name in params[best] else []
+    others = [i for i in have if i not in line and i in scored]
     if others:
         ax.plot(
             [x_of(params[i][name]) for i in others],
