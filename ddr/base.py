@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
 import os
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from ddr._hooks import saver
 from ddr._merged_fit import MergedFitMixin
 from ddr.stats._checks import block_start, check_rows, rows_at, sum_is_finite
 from ddr.stats._grid import SampleDims
-from ddr.stats._grid_out import accept_sample_dims, fitted_dataarray, rows_dataarray
+from ddr.stats._grid_out import fitted_dataarray, rows_dataarray, take_sample_dims
 from ddr.stats._input import Rows, align_to_rows, as_rows, is_sparse, is_xarray
 from ddr.stats.engine import aligned
 from ddr.tags import FEATURE, DDRTags, TransformerTags, check_estimator_class, get_ddr_tags
@@ -204,7 +203,7 @@ class DDRMixin:
         super().__init_subclass__(**kwargs)
         if cls._renamed_params and "__init__" in cls.__dict__:
             cls.__init__ = _accepting_old_names(cls.__dict__["__init__"])  # type: ignore[method-assign]
-        _take_sample_dims(cls)
+        take_sample_dims(cls)
         _check_declared(cls)
 
     # ------------------------------------------------------------------- tags
@@ -795,20 +794,3 @@ def _wrap_xarray(
 ) -> Any:
     """``out`` as a DataArray on the rows' sample dims (:func:`rows_dataarray`)."""
     return rows_dataarray(rows, out, n_out, new_dim, new_coords, name)
-
-
-def _take_sample_dims(cls: type) -> None:
-    """Every public method of ``cls`` that takes ``sample_dim`` (or passes ``**kwargs`` on to
-    one that does) also takes ``sample_dims=`` (:func:`accept_sample_dims`), in one place
-    rather than in each estimator's signature."""
-    seen: set[str] = set()
-    for klass in cls.__mro__:
-        for attr, fn in vars(klass).items():
-            if attr in seen or attr.startswith("_") or attr in ("set_params", "get_params"):
-                continue
-            seen.add(attr)
-            # plain functions only: scikit-learn's request methods are descriptors
-            if inspect.isfunction(fn) and not getattr(fn, "_takes_sample_dims", False):
-                wrapped = accept_sample_dims(fn)
-                if wrapped is not fn:
-                    setattr(cls, attr, wrapped)

@@ -255,8 +255,8 @@ def grid_rows(
     elif not masks:
         kept = None
     elif isinstance(rows, da.Array):
-        # sliced from the DataArray as stored, the read is fused into the chunk's getter:
-        # one sample is read, not its whole chunk
+        # the first sample, sliced from the DataArray as stored: the chunk that holds it is
+        # read once more (one chunk, not a pass; tests count it)
         first = X.isel({d: 0 for d in sdims}).transpose(*fdims).data
         kept = _kept_from(np.asarray(first.compute()), where)
     else:

@@ -19,7 +19,7 @@ from ddr.stats._grid import FeatureLayout, SampleDims
 from ddr.stats._grid_blocks import FeatureBlocks
 from ddr.stats._input import Rows
 
-__all__ = ["accept_sample_dims", "fitted_dataarray", "rows_dataarray"]
+__all__ = ["accept_sample_dims", "fitted_dataarray", "rows_dataarray", "take_sample_dims"]
 
 
 def rows_dataarray(
@@ -238,3 +238,20 @@ def _documented(doc: str | None) -> str | None:
         f"{indent}    with ``sample_dim``.",
     ]
     return "\n".join(lines[:end] + entry + lines[end:])
+
+
+def take_sample_dims(cls: type) -> None:
+    """Every public method of ``cls`` that takes ``sample_dim`` (or passes ``**kwargs`` on to
+    one that does) also takes ``sample_dims=`` (:func:`accept_sample_dims`), in one place
+    rather than in each estimator's signature."""
+    seen: set[str] = set()
+    for klass in cls.__mro__:
+        for attr, fn in vars(klass).items():
+            if attr in seen or attr.startswith("_") or attr in ("set_params", "get_params"):
+                continue
+            seen.add(attr)
+            # plain functions only: scikit-learn's request methods are descriptors
+            if inspect.isfunction(fn) and not getattr(fn, "_takes_sample_dims", False):
+                wrapped = accept_sample_dims(fn)
+                if wrapped is not fn:
+                    setattr(cls, attr, wrapped)
