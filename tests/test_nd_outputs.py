@@ -129,3 +129,21 @@ def test_impute_gives_the_grid_back():
     assert np.isfinite(filled.values[7, 0, 0])
     assert np.isnan(filled.values[:, 0, 1]).all()  # the mask stays NaN
     np.testing.assert_array_equal(filled.values[8], X.values[8])
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "tied", "diag", "spherical"])
+def test_covariances_are_maps_of_every_covariance_type(covariance_type):
+    X, _ = field()
+    gm = ddr.GaussianMixture(n_components=2, covariance_type=covariance_type, random_state=0)
+    gm.fit(X, sample_dims="time")
+    cov = gm.as_xarray("covariances_")
+    value = np.asarray(gm.covariances_)
+    n_feature_axes = sum(d in ("lat", "lon", "lat_2", "lon_2") for d in cov.dims) // 2
+    assert cov.ndim == value.ndim + n_feature_axes
+    kept = ~np.isnan(X.values[0].ravel())
+    if covariance_type == "diag":
+        np.testing.assert_array_equal(cov.values.reshape(2, 6)[:, kept], value)
+    if covariance_type == "tied":
+        np.testing.assert_array_equal(cov.values.reshape(6, 6)[np.ix_(kept, kept)], value)
+    dens = ddr.GaussianDensity().fit(X, sample_dims="time").as_xarray("covariance_")
+    assert dens.dims == ("lat", "lon", "lat_2", "lon_2")

@@ -66,6 +66,14 @@ __all__ = ["GaussianMixture", "MixtureShape", "m_step", "precision_cholesky"]
 
 logger = logging.getLogger(__name__)
 
+#: the dims of ``covariances_`` per covariance type (scikit-learn's shapes), for as_xarray
+_COVARIANCE_DIMS: dict[str, tuple[str, ...]] = {
+    "full": ("component", FEATURE, FEATURE + "_2"),
+    "tied": (FEATURE, FEATURE + "_2"),
+    "diag": ("component", FEATURE),
+    "spherical": ("component",),
+}
+
 
 @dataclasses.dataclass(frozen=True)
 class MixtureShape:
@@ -206,7 +214,11 @@ class GaussianMixture(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator)
         tags.fit.statistics = self._widest_pass
         tags.translation_invariant = "predict_proba"
         tags.loglik_attribute = "lower_bounds_"
-        tags.xarray_dims = {"means_": ("component", FEATURE), "weights_": ("component",)}
+        tags.xarray_dims = {
+            "means_": ("component", FEATURE),
+            "weights_": ("component",),
+            "covariances_": _COVARIANCE_DIMS.get(str(self.covariance_type), ("component",)),
+        }
         tags.checks.params = {"n_components": 2, "random_state": 0}
         return tags
 
