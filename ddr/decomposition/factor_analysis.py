@@ -184,8 +184,9 @@ class FactorAnalysis(LatentGaussianModel, BaseEstimator):
         correlations, ``(1 - q / (2 d)) / diag(S^{-1})`` (R's ``factanal``; the variances of
         the features where S is singular).
     rotation : {"varimax", "quartimax"} or None, default=None
-        Orthogonal rotation of the fitted factors (scikit-learn's, same criteria); it
-        changes ``components_`` and ``transform``'s coordinates, not the model.
+        Orthogonal rotation of the fitted factors (scikit-learn's, same criteria and
+        settings, by :func:`ddr.linalg.rotation.orthomax`); it changes ``components_`` and
+        ``transform``'s coordinates, not the model.
     warm_start : bool, default=False
         When already fitted, ``fit`` continues EM from the fitted model (its parameters,
         ``loglike_`` and ``n_iter_``) for at most ``max_iter`` more passes: a fit stopped by
