@@ -298,7 +298,7 @@ class TruncatedSVD(MergedFitMixin, FitThenTransform, LinearProjection, BaseEstim
             if sample_weight is not None:
                 given = np.asarray(align_to_rows(sample_weight, rows, "sample_weight"))
                 weights = check_weights(given, int(n))
-                check_some_weight(weights.sum(), type(self).__name__)
+                check_some_weight(np.sum(given), type(self).__name__)
             res = _arpack(rows, self.n_components, self.tol, self.random_state, weights)
             return self._set(res)
         res = randomized_scatter_eigh(

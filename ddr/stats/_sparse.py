@@ -56,7 +56,7 @@ def column_moments(
     data = np.asarray(X.data, dtype=np.float64)
     if w is None:
         n = float(rows)
-        stored = np.bincount(X.indices, minlength=d).astype(np.float64)
+        stored: np.ndarray = np.bincount(X.indices, minlength=d).astype(np.float64)
         wd = None
     else:
         n = float(w.sum())

@@ -123,7 +123,7 @@ class PairwiseMoments(Statistic):
         s1 = np.zeros((d, d))
         s2 = np.zeros((d, d), order="F")
         colsum = np.zeros(d)
-        m_complete = 0
+        m_complete = 0.0
         centre = Centring(shift, min(step, n))
         for start in range(0, n, step):
             A = centre(X[start : start + step])
