@@ -405,6 +405,9 @@ class DDRMixin:
             X,
             sample_dim=sample_dim,
             fitted=layout if is_xarray(X) else None,
+            # a model fitted without a grid has no mask to find in new input (and reading
+            # its first sample would compute something before the lazy output is asked for)
+            masks=reset or layout is not None,
             missing_ok=bool(self.__sklearn_tags__().input_tags.allow_nan),  # type: ignore[attr-defined]
         )
 

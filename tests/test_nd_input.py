@@ -510,3 +510,13 @@ def test_a_saved_dataset_fit_keeps_its_blocks(tmp_path):
     est.save(tmp_path / "m.zarr")
     back = ddr.load(tmp_path / "m.zarr")
     xr.testing.assert_identical(back.as_xarray("components_"), est.as_xarray("components_"))
+
+
+def test_a_grid_given_to_a_model_fitted_on_numpy_is_stacked_lazily():
+    X, _, _ = grid()
+    est = ddr.PCA(n_components=2).fit(np.nan_to_num(X.values.reshape(T, -1)))
+    arr, counter = counting_dask_array(np.nan_to_num(X.values), chunks=(24, -1, -1))
+    with dask.config.set(scheduler="synchronous"):
+        out = est.transform(X.copy(data=arr), sample_dims="time")
+        assert counter.passes == 0  # nothing read before the output is computed
+        close(out.values, est.transform(np.nan_to_num(X.values.reshape(T, -1))), 1e-12)
