@@ -67,6 +67,8 @@ class MergedFitMixin:
     _statistics_attr: ClassVar[str] = "fit_statistics_"
     #: the row count already merged while a partial_fit plans its batch (else 0)
     _merging_count: float = 0.0
+    #: the estimator's (scikit-learn's fitted attribute; declared for the type checker)
+    n_features_in_: int
 
     def _fit_statistics(self) -> Any:
         """The statistics the fitted model was solved from (None before a fit)."""
@@ -128,11 +130,11 @@ class MergedFitMixin:
                 f"parameters {name}.fit reads the data several times (see the estimator's "
                 "documentation for the settings that fit in one pass)"
             )
-        if not self._merges(self.n_features_in_):  # type: ignore[attr-defined]
+        if not self._merges(self.n_features_in_):
             raise ValueError(
                 f"{name}.partial_fit needs a fit whose statistics merge; with these "
                 f"parameters {name}.fit is a one-pass random sketch of the "
-                f"{self.n_features_in_} features (see the estimator's documentation)"  # type: ignore[attr-defined]
+                f"{self.n_features_in_} features (see the estimator's documentation)"
             )
         if held is not None and _shape_facts(self) != saved:
             new = _shape_facts(self)

@@ -13,24 +13,22 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any, ClassVar
 
-import dask
-import dask.array as da
 import numpy as np
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ddr._fit_plan import FitPlan
 from ddr._hooks import saver
+from ddr._map_rows import RowCheck, map_rows
 from ddr._merged_fit import MergedFitMixin
-from ddr.stats._checks import block_start, check_rows, rows_at, sum_is_finite
+from ddr.stats._checks import check_rows
 from ddr.stats._grid import SampleDims
-from ddr.stats._grid_out import fitted_dataarray, rows_dataarray, take_sample_dims
+from ddr.stats._grid_out import fitted_dataarray, take_sample_dims
 from ddr.stats._input import Rows, align_to_rows, as_rows, is_sparse, is_xarray
-from ddr.stats.engine import aligned
 from ddr.tags import FEATURE, DDRTags, TransformerTags, check_estimator_class, get_ddr_tags
 
 __all__ = [
@@ -40,6 +38,7 @@ __all__ = [
     "FitPlan",
     "InvalidParameterError",
     "MergedFitMixin",
+    "RowCheck",
     "SAMPLE_WEIGHT_CHECKS",
     "check_some_weight",
     "check_rows",
@@ -52,77 +51,6 @@ __all__ = [
 #: checked against ``_parameter_constraints`` (and :meth:`DDRMixin._check_param_combination`)
 #: before anything else happens.
 fit_context = _fit_context(prefer_skip_nested_validation=True)
-
-
-@dataclass(frozen=True)
-class FitPlan:
-    """A fit that is one pass of statistics: the lazy statistics and the solve that follows.
-
-    ``statistics`` is a dask ``Delayed`` (from :func:`ddr.stats.lazy`); ``finish`` takes its
-    computed value, sets the fitted attributes on the estimator and returns it. Callers that
-    fit several estimators on the same input (the pipeline runner) compute all their plans'
-    statistics in one ``dask.compute``, so the input is read once, and pass an error of that
-    compute to :meth:`explain`, which raises it again with the estimator's own advice when it
-    has some (PCA given NaN points to PPCA).
-    """
-
-    statistics: Any
-    finish: Callable[[Any], Any]
-    local: bool = False
-    on_error: Callable[[Exception], None] | None = None
-
-    @classmethod
-    def over(
-        cls,
-        rows: Rows,
-        statistics: Any,
-        finish: Callable[[Any], Any],
-        on_error: Callable[[Exception], None] | None = None,
-    ) -> FitPlan:
-        """A plan over validated ``rows``: in-memory input is reduced in this process."""
-        return cls(statistics, finish, local=not rows.is_lazy, on_error=on_error)
-
-    def compute(self) -> Any:
-        """The statistics' value. numpy input is reduced with local threads, never shipped to
-        a distributed scheduler that happens to be the default."""
-        import dask
-
-        try:
-            (value,) = dask.compute(self.statistics, scheduler="threads" if self.local else None)
-        except Exception as exc:
-            self.explain(exc)
-            raise
-        return value
-
-    def explain(self, exc: Exception) -> None:
-        """Raise ``exc`` again with the estimator's advice, if it has some; else return."""
-        if self.on_error is not None:
-            self.on_error(exc)
-
-    def solve(self, value: Any) -> Any:
-        """``finish(value)``: the solve on the client, on one BLAS thread unless the
-        statistics are wide. A d x d solve up to d = 1024 is no faster on more threads, and a
-        threaded BLAS in the client competes with the workers of a local cluster for the same
-        cores (eigh of 100 x 100: 1.2 ms on one thread, 11.6 ms on two on a busy 2-core
-        machine)."""
-        if _n_features(value) > _THREADED_SOLVE_FEATURES:
-            return _keep_statistics(self.finish(value), value)
-        from ddr.stats.engine import one_blas_thread
-
-        with one_blas_thread():
-            return _keep_statistics(self.finish(value), value)
-
-    def run(self) -> Any:
-        """Compute the statistics and finish the fit; returns the fitted estimator."""
-        return self.solve(self.compute())
-
-
-def _keep_statistics(fitted: Any, value: Any) -> Any:
-    """``fitted`` keeping the statistics it was solved from where its class merges them
-    (:class:`ddr._merged_fit.MergedFitMixin`: ``partial_fit``, :func:`ddr.merge_fits`)."""
-    if isinstance(fitted, MergedFitMixin) and fitted._merges(fitted.n_features_in_):
-        setattr(fitted, fitted._statistics_attr, value)
-    return fitted
 
 
 #: scikit-learn's estimator checks of ``sample_weight`` (an estimator that takes weights only
@@ -153,16 +81,6 @@ def check_some_weight(total: Any, owner: str) -> None:
         raise ValueError(
             f"{owner}: the sample weights are all zero; at least one row needs a positive weight"
         )
-
-
-#: statistics wider than this are solved with the client's threaded BLAS (see FitPlan.solve)
-_THREADED_SOLVE_FEATURES = 1024
-
-
-def _n_features(value: Any) -> int:
-    """The widest ``n_features`` of a statistic or a tuple of them (0 if none says)."""
-    values = value if isinstance(value, (tuple, list)) else (value,)
-    return max((int(getattr(v, "n_features", 0) or 0) for v in values), default=0)
 
 
 class DDRMixin:
@@ -640,160 +558,3 @@ def _is_lazy_or_xarray(X: Any) -> bool:
     from ddr.stats._input import is_dask, is_xarray
 
     return is_dask(X) or is_xarray(X)
-
-
-def map_rows(
-    rows: Rows,
-    fn: Callable[..., np.ndarray],
-    *,
-    n_out: int | None,
-    dtype: Any,
-    new_dim: str | None = None,
-    new_coords: Sequence[Any] | None = None,
-    name: str | None = None,
-    args: tuple[Any, ...] = (),
-    check: RowCheck = "input",
-    allow_nan: bool = False,
-    method: str = "",
-    hint: str = "",
-) -> Any:
-    """Apply ``fn(block, *args)`` to every row block and return the result in the input's form.
-
-    Every block is checked where it is computed (``check``): rows with NaN or infinity are
-    refused, naming how many and where (:func:`check_rows`); ``"output"`` also refuses an
-    output that overflows its dtype.
-
-    Parameters
-    ----------
-    rows : Rows
-        The validated input.
-    fn : callable
-        Maps an (n_block, n_features) numpy block to (n_block, n_out), or to (n_block,) when
-        ``n_out`` is None (predictions). Must be a module-level function (it is shipped to
-        workers) taking the small fitted arrays in ``args``.
-    n_out : int or None
-        Output width, or None for a 1-D output.
-    dtype : dtype
-        Output dtype.
-    new_dim, new_coords : str, sequence
-        Name and coordinate of the output's second dim for xarray output.
-    name : str, optional
-        Name of the output DataArray and prefix of the dask keys.
-    check : {"input", "output", None}
-        ``"input"``: each block of X must be finite. ``"output"``: each block of the output
-        must be finite (for methods whose output is finite exactly when their input is:
-        NaN in X shows there, and so does a value too large for ``dtype``); a block that is
-        not is explained from X. None: no check (outputs that may be infinite on purpose,
-        such as log-densities, or NaN that is passed through).
-    allow_nan : bool
-        NaN in X is accepted (missing values the method handles); infinity is not.
-    method : str
-        The method, as messages name it (``"PCA.transform"``).
-    hint : str
-        Said after the refusal of NaN (what to use instead).
-    """
-    X = rows.data
-    fn = functools.partial(
-        _checked_block, fn=fn, check=check, nan_ok=allow_nan, what=method, hint=hint
-    )
-    if rows.is_lazy:
-        # big fitted arrays go into the graph once, as their own keys, not into every task
-        args = tuple(
-            dask.delayed(a, pure=True) if isinstance(a, np.ndarray) and a.nbytes > 2**20 else a
-            for a in args
-        )
-        if n_out is None:
-            out = X.map_blocks(
-                fn,
-                *args,
-                drop_axis=1,
-                chunks=(X.chunks[0],),
-                dtype=dtype,
-                meta=np.empty((0,), dtype=dtype),
-                name=_key_name(name, fn, X, args),
-            )
-        else:
-            out = X.map_blocks(
-                fn,
-                *args,
-                chunks=(X.chunks[0], (n_out,)),
-                dtype=dtype,
-                meta=np.empty((0, 0), dtype=dtype),
-                name=_key_name(name, fn, X, args),
-            )
-    else:
-        out = fn(X, *args)
-    if rows.kind != "xarray":
-        return out
-    attrs = {}
-    if method:
-        est, _, meth = method.partition(".")
-        attrs = {"long_name": f"{meth or est} output of {est}", "ddr:estimator": est}
-        attrs.update({"ddr:method": meth} if meth else {})
-    return rows_dataarray(
-        rows, out, n_out, new_dim, new_coords, name or fn.__name__.strip("_"), attrs
-    )
-
-
-def _key_name(name: str | None, fn: Callable, X: da.Array, args: tuple[Any, ...]) -> str:
-    from dask.base import tokenize
-
-    base = fn.keywords["fn"] if isinstance(fn, functools.partial) else fn
-    return f"{name or base.__name__}-{tokenize(fn, X, *args)}"
-
-
-#: what :func:`map_rows` checks in each block
-RowCheck = Literal["input", "output"] | None
-
-
-def _checked_block(
-    X: Any,
-    *args: Any,
-    fn: Callable[..., np.ndarray],
-    check: str | None,
-    nan_ok: bool,
-    what: str,
-    hint: str,
-    block_info: dict[Any, Any] | None = None,
-) -> np.ndarray:
-    """``fn(X, *args)`` with :func:`check_rows` of ``X`` first (``check="input"``) or of its
-    output (``check="output"``), its arguments aligned (:func:`ddr.stats.engine.aligned`:
-    arrays a worker received may start at odd bytes, where numpy rounds another way)."""
-    args = aligned(args)
-    if check is None:
-        return fn(X, *args)
-    start = block_start(block_info)
-    if check == "input":
-        check_rows(X, start, what, hint, nan_ok=nan_ok)
-        return fn(X, *args)
-    with np.errstate(over="ignore", invalid="ignore"):  # what they lead to is said below
-        out = fn(X, *args)
-    if (
-        isinstance(out, np.ndarray)
-        and out.dtype.kind in "fc"
-        and not sum_is_finite(out)
-        and not np.isfinite(out).all()
-    ):
-        check_rows(X, start, what, hint, nan_ok=nan_ok)
-        n_bad = int((~np.isfinite(out)).reshape(out.shape[0], -1).any(axis=1).sum())
-        values = X.data if hasattr(X, "tocsr") else np.asarray(X)
-        largest = float(np.nanmax(np.abs(values))) if values.size else 0.0
-        raise ValueError(
-            f"the output{' of ' + what if what else ''} is not finite in {n_bad} of the "
-            f"{out.shape[0]} rows {rows_at(start or 0, out.shape[0])} though X is (its largest "
-            f"magnitude is {largest:.3g}): too large for {out.dtype}; scale X, or give it as "
-            "float64"
-        )
-    return out
-
-
-def _wrap_xarray(
-    rows: Rows,
-    out: Any,
-    n_out: int | None,
-    new_dim: str | None,
-    new_coords: Sequence[Any] | None,
-    name: str,
-) -> Any:
-    """``out`` as a DataArray on the rows' sample dims (:func:`rows_dataarray`)."""
-    return rows_dataarray(rows, out, n_out, new_dim, new_coords, name)

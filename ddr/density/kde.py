@@ -675,6 +675,6 @@ def _cv_block(Q, idx, T, w, offset, center, W, cands, kernel):
 def _wrap(rows: Rows, out: Any) -> Any:
     if rows.kind != "xarray":
         return out
-    from ddr.base import _wrap_xarray
+    from ddr._map_rows import _wrap_xarray
 
     return _wrap_xarray(rows, out, None, None, None, "log_density")
