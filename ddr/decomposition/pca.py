@@ -33,12 +33,10 @@ from typing import Any, ClassVar
 
 import dask
 import numpy as np
-from scipy import linalg
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import check_is_fitted
 
 from ddr.base import (
     FEATURE,
@@ -47,7 +45,14 @@ from ddr.base import (
     InvalidParameterError,
     check_some_weight,
     fit_context,
-    map_rows,
+)
+from ddr.decomposition._pca_model import (
+    MISSING_HINT,
+    ProbabilisticPCA,
+    check_complete,
+    inverse_block,
+    raise_missing,
+    transform_block,
 )
 from ddr.decomposition._pca_solvers import (
     Spectrum,
@@ -83,53 +88,6 @@ _RENAMED_SOLVERS = {"covariance": "covariance_eigh", "exact": "full"}
 #: ``iterated_power="auto"``: block Krylov iterations with re-orthonormalisation (see the
 #: parameter's documentation)
 AUTO_ITERATED_POWER = 3
-_LOG_2PI = float(np.log(2 * np.pi))
-_MISSING_HINT = (
-    "PCA needs complete rows; for data with missing values use ddr.PPCA(solver='em'), which "
-    "fits principal components with NaN treated as missing"
-)
-
-
-# ------------------------------------------------------------------ blockwise functions
-# Module-level so dask can ship them to workers.
-def _transform_block(
-    X: np.ndarray, mean: np.ndarray, components: np.ndarray, scale: np.ndarray | None, dtype: Any
-) -> np.ndarray:
-    """Scores of a block: ``(X - mean) @ components.T`` (/ ``scale`` when whitening)."""
-    out = (X - mean) @ components.T  # float64: centring before projecting keeps all digits
-    if scale is not None:
-        out /= scale
-    return out.astype(dtype, copy=False)  # NaN, or a value too large for dtype: map_rows says
-
-
-def _inverse_block(
-    Z: np.ndarray, mean: np.ndarray, components: np.ndarray, scale: np.ndarray | None, dtype: Any
-) -> np.ndarray:
-    """Reconstruction of a block of scores: ``(Z * scale) @ components + mean``."""
-    Z = np.asarray(Z, dtype=np.float64)
-    if scale is not None:
-        Z = Z * scale
-    return (Z @ components + mean).astype(dtype, copy=False)
-
-
-def _score_block(
-    X: np.ndarray,
-    mean: np.ndarray,
-    components: np.ndarray,
-    damp: np.ndarray,
-    inv_noise: float,
-    const: float,
-) -> np.ndarray:
-    """Log-likelihood of each row under the probabilistic PCA model, without a d x d matrix.
-
-    With ``r = x - mean`` and ``z = components @ r``, the precision is ``inv_noise`` off the
-    principal subspace and ``1 / (e_i + noise)`` along component ``i``, so
-    ``r^T P r = inv_noise ||r||^2 - sum_i damp_i z_i^2``.
-    """
-    R = np.asarray(X, dtype=np.float64) - mean
-    Z = R @ components.T
-    quad = (np.einsum("ij,ij->i", R, R) * inv_noise if inv_noise else 0.0) - (Z * Z) @ damp
-    return -0.5 * quad - const
 
 
 def _covariance_solver(est: PCA) -> bool:
@@ -141,7 +99,7 @@ def _covariance_solver(est: PCA) -> bool:
     )
 
 
-class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator):
+class PCA(ProbabilisticPCA, LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator):
     """Principal component analysis from passes of mergeable statistics.
 
     Parameters
@@ -412,7 +370,7 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
             )
         if solver in ("full", "arpack"):
             data = rows.data.compute() if is_dask(rows.data) else rows.data
-            _check_complete(data)
+            check_complete(data)
             self._check_k(data.shape[0], data.shape[1], solver)
             if solver == "arpack":
                 spec = solve_arpack(
@@ -426,7 +384,7 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
     def _validated_rows(self, X: Any, sample_dim: Hashable | None) -> Any:
         rows = self._rows(X, reset=True, sample_dim=sample_dim, allow_nan=True)
         if not rows.is_lazy:
-            _check_complete(rows.data)
+            check_complete(rows.data)
         return rows
 
     def _widest_pass(self, n_features: int) -> list[tuple[Any, int]]:
@@ -455,7 +413,7 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
         if sample_weight is None:  # with weights the solve checks their sum
             self._check_k(rows.shape[0], rows.shape[1], "covariance_eigh")
         stats = lazy(Moments, rows.data, None, sample_weight)
-        return FitPlan.over(rows, stats, self._finish_moments, on_error=_raise_missing)
+        return FitPlan.over(rows, stats, self._finish_moments, on_error=raise_missing)
 
     # what ddr.merge_fits asks (the covariance solver keeps its Moments; other solvers none)
     def _fit_statistics(self) -> Moments | None:
@@ -487,7 +445,7 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
             n_oversamples=self.n_oversamples,
             n_power_iter=self._iterated_power(),
             random_state=check_random_state(self.random_state),
-            on_error=_raise_missing,
+            on_error=raise_missing,
         )
         self._check_k(spec.n_samples, d, "randomized")
         return self._set(spec, "randomized", passes=passes, moments=None)
@@ -546,7 +504,7 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
         first = not hasattr(self, "moments_")
         rows = self._rows(X, reset=first, sample_dim=sample_dim, allow_nan=True)
         if not rows.is_lazy:
-            _check_complete(rows.data)
+            check_complete(rows.data)
         solver = self._resolve_solver(rows.shape[1])
         if solver != "covariance_eigh":
             raise ValueError(
@@ -558,7 +516,7 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
         try:
             (batch,) = dask.compute(lazy(Moments, rows.data, None, sample_weight))
         except ValueError as exc:
-            _raise_missing(exc)
+            raise_missing(exc)
             raise
         merged = batch if first else self.moments_.merge(batch)
         return self._finish_moments(merged)
@@ -621,7 +579,7 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
     def _transform_rows(self, X: Any, sample_dim: Hashable | None) -> Rows:
         rows = self._rows(X, reset=False, sample_dim=sample_dim, allow_nan=True)
         if not rows.is_lazy:
-            _check_complete(rows.data)
+            check_complete(rows.data)
         return rows
 
     def _projection(self, rows: Rows) -> Blockwise:
@@ -629,114 +587,16 @@ class PCA(LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator)
         when whitening), in the input's float dtype."""
         dtype = out_dtype(rows.data.dtype)
         args = (self.mean_, self.components_, self._scale(), dtype)
-        return Blockwise(_transform_block, args, dtype, "pca-transform", hint=_MISSING_HINT)
+        return Blockwise(transform_block, args, dtype, "pca-transform", hint=MISSING_HINT)
 
     def _reconstruction(self, rows: Rows) -> Blockwise:
         """``(Z * scale) @ components_ + mean_``: whitening undone."""
         dtype = out_dtype(rows.data.dtype)
         args = (self.mean_, self.components_, self._scale(), dtype)
-        return Blockwise(_inverse_block, args, dtype, "pca-inverse-transform")
+        return Blockwise(inverse_block, args, dtype, "pca-inverse-transform")
 
     # ------------------------------------------------------ probabilistic PCA
-    def _model_spectrum(self) -> tuple[np.ndarray, float]:
-        """``e`` with covariance ``components_.T diag(e) components_ + noise I`` (sklearn's)."""
-        ev = self.explained_variance_
-        noise = float(self.noise_variance_)
-        if self.n_components_ < self.n_features_in_ and ev.size:
-            # rank-deficient data: the discarded eigenvalues are 0 to round-off; a noise at
-            # round-off level keeps the model covariance invertible (scikit-learn's noise is
-            # its SVD's round-off there, so both give a finite, meaningless likelihood)
-            noise = max(noise, np.finfo(np.float64).eps * float(ev.max()))
-        e = np.where(ev > noise, ev - noise, 0.0)
-        if self.whiten:  # scikit-learn scales the components by sqrt(ev) in this model
-            e = e * ev
-        return e, noise
-
-    def get_covariance(self) -> np.ndarray:
-        """Covariance of the probabilistic PCA model, shape (n_features, n_features).
-
-        ``components_.T @ diag(max(explained_variance_ - noise, 0)) @ components_ + noise I``
-        (with scikit-learn's extra scaling when ``whiten=True``).
-        """
-        check_is_fitted(self)
-        e, noise = self._model_spectrum()
-        cov = (self.components_.T * e) @ self.components_
-        cov[np.diag_indices_from(cov)] += noise
-        return cov
-
-    def get_precision(self) -> np.ndarray:
-        """Inverse of :meth:`get_covariance` (by the matrix inversion lemma), d x d."""
-        check_is_fitted(self)
-        e, noise = self._model_spectrum()
-        d = self.components_.shape[1]
-        if noise == 0.0:
-            return linalg.inv(self.get_covariance())
-        C = self.components_
-        prec = -(C.T * (e / (noise * (e + noise)))) @ C
-        prec[np.diag_indices(d)] += 1.0 / noise
-        return prec
-
-    def score_samples(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
-        """Log-likelihood of each sample under the probabilistic PCA model.
-
-        The model is scikit-learn's (Tipping and Bishop; Bishop, PRML 12.2.1): Gaussian with
-        :meth:`get_covariance`. Computed blockwise from the k components, never forming the
-        d x d precision.
-
-        Parameters
-        ----------
-        X : array-like, dask array or DataArray of shape (n_samples, n_features)
-        sample_dim : hashable, optional
-            The sample dim of a DataArray X (default: its first dim).
-
-        Returns
-        -------
-        ll : same kind as X, shape (n_samples,)
-        """
-        rows = self._rows(X, reset=False, sample_dim=sample_dim, allow_nan=True)
-        if not rows.is_lazy:
-            _check_complete(rows.data)
-        e, noise = self._model_spectrum()
-        d, k = self.n_features_in_, self.n_components_
-        prec_along = e + noise
-        if noise <= 0.0 and (k < d or np.any(prec_along <= 0)):
-            raise ValueError(
-                "score_samples needs a non-singular model covariance; noise_variance_ is 0 "
-                f"with n_components_={k} < n_features={d} (or a zero explained variance). "
-                "Fit with n_components < min(n_samples, n_features)"
-            )
-        inv_noise = 1.0 / noise if noise > 0 else 0.0
-        damp = inv_noise - 1.0 / prec_along
-        logdet = float(np.log(prec_along).sum()) + (d - k) * (np.log(noise) if k < d else 0.0)
-        const = 0.5 * (d * _LOG_2PI + logdet)
-        return map_rows(
-            rows,
-            _score_block,
-            n_out=None,
-            dtype=np.float64,
-            name="pca-score-samples",
-            args=(self.mean_, self.components_, damp, inv_noise, const),
-            check="output",
-            method="PCA.score_samples",
-            hint=_MISSING_HINT,
-        )
-
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
-
-
-def _check_complete(X: np.ndarray) -> None:
-    X = np.asarray(X)
-    if X.dtype.kind == "f" and not np.isfinite(X).all():
-        n_nan = int(np.isnan(X).sum())
-        what = f"{n_nan} NaN" if n_nan else "infinite values"
-        raise ValueError(f"Input X contains {what}. {_MISSING_HINT}")
-
-
-def _raise_missing(exc: Exception) -> None:
-    """Re-raise a NaN/inf error from a block with the pointer to PPCA."""
-    msg = str(exc)
-    if isinstance(exc, ValueError) and ("NaN" in msg or "infinite" in msg):
-        raise ValueError(f"{msg}. {_MISSING_HINT}") from exc

@@ -37,13 +37,13 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ddr.base import FEATURE, FitPlan, fit_context
-from ddr.decomposition.pca import (
-    _MISSING_HINT,
-    PCA,
-    _check_complete,
-    _inverse_block,
-    _transform_block,
+from ddr.decomposition._pca_model import (
+    MISSING_HINT,
+    check_complete,
+    inverse_block,
+    transform_block,
 )
+from ddr.decomposition.pca import PCA
 from ddr.families import Blockwise, FitThenTransform, LinearProjection, out_dtype
 from ddr.linalg.rotation import Rotation, orthomax, promax
 from ddr.linalg.signs import component_signs
@@ -373,20 +373,20 @@ class RotatedPCA(FitThenTransform, LinearProjection, BaseEstimator):
     def _transform_rows(self, X: Any, sample_dim: Hashable | None) -> Rows:
         rows = self._rows(X, reset=False, sample_dim=sample_dim, allow_nan=True)
         if not rows.is_lazy:
-            _check_complete(rows.data)
+            check_complete(rows.data)
         return rows
 
     def _projection(self, rows: Rows) -> Blockwise:
         """The rotated scores ``(X - mean_) @ T``, in the input's float dtype."""
         dtype = out_dtype(rows.data.dtype)
         args = (self.mean_, self._score_map().T, None, dtype)
-        return Blockwise(_transform_block, args, dtype, "rotated-pca-transform", hint=_MISSING_HINT)
+        return Blockwise(transform_block, args, dtype, "rotated-pca-transform", hint=MISSING_HINT)
 
     def _reconstruction(self, rows: Rows) -> Blockwise:
         """``scores @ components_ + mean_``."""
         dtype = out_dtype(rows.data.dtype)
         args = (self.mean_, self.components_, None, dtype)
-        return Blockwise(_inverse_block, args, dtype, "rotated-pca-inverse-transform")
+        return Blockwise(inverse_block, args, dtype, "rotated-pca-inverse-transform")
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
