@@ -38,7 +38,11 @@ def _in_test(start: int, size: int, test_size: float, seed: int) -> np.ndarray:
 
 
 def _check(test_size: Any, seed: Any) -> tuple[float, int]:
-    if isinstance(test_size, bool) or not isinstance(test_size, Real) or not 0 < test_size < 1:
+    if (
+        isinstance(test_size, bool)
+        or not isinstance(test_size, Real)
+        or not 0 < float(test_size) < 1
+    ):
         raise ValueError(
             f"test_size must be a float strictly between 0 and 1 (the fraction of rows held "
             f"out); got {test_size!r}"
