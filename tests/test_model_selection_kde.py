@@ -142,6 +142,22 @@ def test_binned_search_reads_twice_and_hashed_folds_do_not_depend_on_chunking():
     np.testing.assert_allclose(scores[0], scores[1], rtol=TOL)
 
 
+def test_lattice_sizes_are_statistics_of_their_own_in_the_same_two_passes():
+    X = _mixture(n=2000, d=1, seed=9)
+    Xd, counter = counting_dask_array(X, chunks=(300, 1))
+    grid = {"n_bins": [64, 256], "bandwidth": [0.2, 0.4]}
+    search = GridSearchCV(ddr.KernelDensity(algorithm="binned"), grid, cv=4)
+    assert search.plan(Xd).n_statistics == 2  # one lattice per n_bins, both in pass 1
+    with dask.config.set(scheduler="threads"):
+        search.fit(Xd)
+    assert counter.passes == 2.0
+    for i, params in enumerate(search.cv_results_["params"]):
+        for k, (train, test) in enumerate(KFold(4).split(X)):
+            model = ddr.KernelDensity(algorithm="binned", **params).fit(X[train])
+            want = model.score(X[test])
+            assert abs(_splits(search)[k, i] - want) <= TOL * abs(want)
+
+
 def test_auto_is_decided_by_all_rows_for_every_fold():
     """60 000 rows are binned by "auto"; a fold's 12 000 alone would be exact."""
     X = _mixture(n=60_000, d=1, seed=8)
