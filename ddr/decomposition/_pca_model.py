@@ -64,14 +64,18 @@ def score_block(
     damp: np.ndarray,
     inv_noise: float,
     const: float,
+    weights: np.ndarray | None = None,
 ) -> np.ndarray:
     """Log-likelihood of each row under the probabilistic PCA model, without a d x d matrix.
 
-    With ``r = x - mean`` and ``z = components @ r``, the precision is ``inv_noise`` off the
-    principal subspace and ``1 / (e_i + noise)`` along component ``i``, so
+    With ``r = x - mean`` (times the feature weights: the model is of the weighted data)
+    and ``z = components @ r``, the precision is ``inv_noise`` off the principal subspace
+    and ``1 / (e_i + noise)`` along component ``i``, so
     ``r^T P r = inv_noise ||r||^2 - sum_i damp_i z_i^2``.
     """
     R = np.asarray(X, dtype=np.float64) - mean
+    if weights is not None:
+        R *= weights
     Z = R @ components.T
     quad = (np.einsum("ij,ij->i", R, R) * inv_noise if inv_noise else 0.0) - (Z * Z) @ damp
     return -0.5 * quad - const
@@ -94,7 +98,8 @@ def raise_missing(exc: Exception) -> None:
 
 class ProbabilisticPCA:
     """The probabilistic PCA model of a fitted PCA (scikit-learn's): Gaussian with covariance
-    ``components_.T diag(max(explained_variance_ - noise, 0)) components_ + noise I``.
+    ``components_.T diag(max(explained_variance_ - noise, 0)) components_ + noise I``, of the
+    weighted data ``(X - mean_) * feature_weights_`` for a fit with feature weights.
 
     For classes with ``components_``, ``explained_variance_``, ``noise_variance_``,
     ``mean_``, ``n_components_``, ``n_features_in_``, ``whiten`` and ddr's ``_rows``.
@@ -153,7 +158,9 @@ class ProbabilisticPCA:
 
         The model is scikit-learn's (Tipping and Bishop; Bishop, PRML 12.2.1): Gaussian with
         :meth:`get_covariance`. Computed blockwise from the k components, never forming the
-        d x d precision.
+        d x d precision. A model fitted with ``feature_weights`` is the model of the weighted
+        data ``(X - mean_) * feature_weights_``, and this is the log-likelihood of the
+        weighted rows (comparable between models with the same weights).
 
         Parameters
         ----------
@@ -187,7 +194,14 @@ class ProbabilisticPCA:
             n_out=None,
             dtype=np.float64,
             name="pca-score-samples",
-            args=(self.mean_, self.components_, damp, inv_noise, const),
+            args=(
+                self.mean_,
+                self.components_,
+                damp,
+                inv_noise,
+                const,
+                getattr(self, "feature_weights_", None),
+            ),
             check="output",
             method="PCA.score_samples",
             hint=MISSING_HINT,

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 
+from ddr.decomposition._feature_weights import weighted_scatter_eigh
 from ddr.linalg.randomized import randomized_scatter_eigh
 from ddr.linalg.signs import component_signs
 from ddr.stats import Moments
@@ -78,7 +79,9 @@ def svd_flip_rows(components: np.ndarray) -> np.ndarray:
     return components * component_signs(components, axis=1)[:, None]
 
 
-def solve_covariance(moments: Moments, n_top: int | None) -> Spectrum:
+def solve_covariance(
+    moments: Moments, n_top: int | None, weights: np.ndarray | None = None
+) -> Spectrum:
     """Eigenpairs of the covariance held by ``moments``.
 
     Parameters
@@ -87,10 +90,16 @@ def solve_covariance(moments: Moments, n_top: int | None) -> Spectrum:
         Full (not diagonal) moments of the data.
     n_top : int or None
         The number of leading eigenpairs wanted, or None for all ``min(n, d)`` of them.
+    weights : ndarray of shape (n_features,), optional
+        Feature weights: the eigenpairs of ``diag(w) C diag(w)``, the covariance of the
+        weighted centred data ``(X - mean) * w``, from the same moments (the mean stays the
+        data's own).
     """
     count = float(moments.count)  # frequency weights may sum to a fraction
     n = int(count)
     cov = moments.covariance(ddof=1)
+    if weights is not None:
+        cov = cov * weights[:, None] * weights[None, :]
     d = cov.shape[0]
     total = float(np.maximum(np.diagonal(cov), 0.0).sum())
     keep = min(n, d) if n_top is None else n_top
@@ -106,11 +115,13 @@ def solve_covariance(moments: Moments, n_top: int | None) -> Spectrum:
     return Spectrum(n_samples, moments.mean, total, np.maximum(lam, 0.0), comps, keep)
 
 
-def solve_exact(X: np.ndarray, n_top: int | None) -> Spectrum:
+def solve_exact(X: np.ndarray, n_top: int | None, weights: np.ndarray | None = None) -> Spectrum:
     """Thin SVD of the centred in-memory data, in float64 (LAPACK ``gesdd``, like scikit-learn's
-    ``svd_solver="full"``)."""
+    ``svd_solver="full"``); of ``(X - mean) * weights`` with feature weights."""
     n, d = X.shape
     mean, Xc = _centred(X)
+    if weights is not None:
+        Xc *= weights
     _, s, vt = scipy.linalg.svd(Xc, full_matrices=False, check_finite=False)
     lam = s**2 / (n - 1)
     keep = min(n, d) if n_top is None else n_top
@@ -130,16 +141,22 @@ def _centred(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def solve_arpack(
-    X: np.ndarray, n_top: int, tol: float, random_state: np.random.RandomState
+    X: np.ndarray,
+    n_top: int,
+    tol: float,
+    random_state: np.random.RandomState,
+    weights: np.ndarray | None = None,
 ) -> Spectrum:
     """The top ``n_top`` singular triplets of the centred in-memory data by ARPACK
     (``scipy.sparse.linalg.svds``, started as scikit-learn's: ``uniform(-1, 1)`` from
     ``random_state``); ``0 < n_top < min(n_samples, n_features)``. The total variance is the
-    sum of the column variances (ddof=1)."""
+    sum of the column variances (ddof=1). With feature weights, of ``(X - mean) * weights``."""
     from scipy.sparse.linalg import svds
 
     n = X.shape[0]
     mean, Xc = _centred(X)
+    if weights is not None:
+        Xc *= weights
     v0 = random_state.uniform(-1, 1, min(Xc.shape))
     _, s, vt = svds(Xc, k=n_top, tol=tol, v0=v0)
     order = np.argsort(s)[::-1]
@@ -217,22 +234,35 @@ def solve_randomized(
     n_power_iter: int,
     random_state: np.random.RandomState,
     on_error: Callable[[ValueError], Any] | None = None,
+    weights: np.ndarray | None = None,
 ) -> tuple[Spectrum, int]:
     """Randomized block Krylov PCA over the row blocks; returns the spectrum and the passes.
 
     The block width is ``l = min(n_top + n_oversamples, d)``; the data is read
-    ``n_power_iter + 1`` times.
+    ``n_power_iter + 1`` times. With feature weights, of ``(X - mean) * weights``: the
+    scatter is applied to the weighted basis and the product weighted
+    (:func:`ddr.decomposition._feature_weights.weighted_scatter_eigh`), the same passes.
     """
     d = rows.shape[1]
     width = min(n_top + n_oversamples, d)
-    res = randomized_scatter_eigh(
-        rows,
-        width,
-        n_power_iter=n_power_iter,
-        random_state=random_state,
-        on_error=on_error,
-        label="PCA (randomized solver)",
-    )
+    if weights is not None:
+        res = weighted_scatter_eigh(
+            rows,
+            width,
+            weights,
+            n_power_iter=n_power_iter,
+            random_state=random_state,
+            on_error=on_error,
+        )
+    else:
+        res = randomized_scatter_eigh(
+            rows,
+            width,
+            n_power_iter=n_power_iter,
+            random_state=random_state,
+            on_error=on_error,
+            label="PCA (randomized solver)",
+        )
     n = int(res.count)
     if n < 2:
         raise ValueError(f"PCA needs at least 2 samples; got n_samples={n}")

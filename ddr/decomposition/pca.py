@@ -46,6 +46,11 @@ from ddr.base import (
     check_some_weight,
     fit_context,
 )
+from ddr.decomposition._feature_weights import (
+    FeatureWeighted,
+    resolve_feature_weights,
+    same_weights,
+)
 from ddr.decomposition._pca_model import (
     MISSING_HINT,
     ProbabilisticPCA,
@@ -99,7 +104,14 @@ def _covariance_solver(est: PCA) -> bool:
     )
 
 
-class PCA(ProbabilisticPCA, LogLikelihoodScore, FitThenTransform, LinearProjection, BaseEstimator):
+class PCA(
+    FeatureWeighted,
+    ProbabilisticPCA,
+    LogLikelihoodScore,
+    FitThenTransform,
+    LinearProjection,
+    BaseEstimator,
+):
     """Principal component analysis from passes of mergeable statistics.
 
     Parameters
@@ -149,14 +161,20 @@ class PCA(ProbabilisticPCA, LogLikelihoodScore, FitThenTransform, LinearProjecti
     Attributes
     ----------
     components_ : ndarray of shape (n_components, n_features)
-        Principal axes (orthonormal rows), largest absolute loading of each positive.
+        Principal axes (orthonormal rows), largest absolute loading of each positive. With
+        ``feature_weights``, the axes of the weighted data (the maps in the weighted space,
+        as eofs and xeofs give them; ``as_xarray("components_", weighted=False)`` unweights
+        them).
     explained_variance_ : ndarray of shape (n_components,)
-        Variance (ddof=1) along each component.
+        Variance (ddof=1) along each component (of the weighted data with feature weights).
     explained_variance_ratio_ : ndarray of shape (n_components,)
         Fraction of the total variance (the trace of the covariance).
     singular_values_ : ndarray of shape (n_components,)
         Singular values of the centred data, ``sqrt(explained_variance_ * (n_samples_ - 1))``.
     mean_ : ndarray of shape (n_features,)
+        The data's mean (unweighted).
+    feature_weights_ : ndarray of shape (n_features,) or None
+        The ``feature_weights`` of the fit (masked features left out), or None.
     noise_variance_ : float
         The probabilistic PCA noise: the mean variance of the discarded directions,
         ``(total - sum(explained_variance_)) / (min(n_samples_, n_features) - n_components_)``.
@@ -185,6 +203,12 @@ class PCA(ProbabilisticPCA, LogLikelihoodScore, FitThenTransform, LinearProjecti
     for integer input, which is upcast).
 
     Data with missing values (NaN) are refused: use :class:`ddr.PPCA`.
+
+    Feature weights (``fit(X, feature_weights=w)``, e.g. ``sqrt(cos(lat))`` area weights of
+    EOF analysis) are applied as eofs and xeofs apply them: the model is the PCA of
+    ``(X - mean_) * w``; ``transform`` weights new rows alike and ``inverse_transform``
+    unweights (NaN at features of weight 0). They cost no pass: the covariance solver
+    weights the covariance of its one pass, the randomized solver its basis products.
     """
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
@@ -267,6 +291,8 @@ class PCA(ProbabilisticPCA, LogLikelihoodScore, FitThenTransform, LinearProjecti
             "explained_variance_ratio_": ("component",),
             "singular_values_": ("component",),
         }
+        if self._weights() is not None:
+            tags.xarray_dims["feature_weights_"] = (FEATURE,)
         return tags
 
     def _mergeable(self, n_samples: Any, n_features: Any) -> bool:
@@ -335,6 +361,7 @@ class PCA(ProbabilisticPCA, LogLikelihoodScore, FitThenTransform, LinearProjecti
         X: Any,
         y: Any = None,
         sample_weight: Any = None,
+        feature_weights: Any = None,
         *,
         sample_dim: Hashable | None = None,
     ) -> PCA:
@@ -351,6 +378,13 @@ class PCA(ProbabilisticPCA, LogLikelihoodScore, FitThenTransform, LinearProjecti
             repeated, 0 the model without it; ``n_samples_`` is then their sum). The
             covariance solver only (``svd_solver="covariance_eigh"``, or ``"auto"`` up to
             ``AUTO_COVARIANCE_MAX_FEATURES`` features).
+        feature_weights : array-like or DataArray of shape (n_features,), optional
+            Non-negative weights of the features (e.g. ``sqrt(cos(lat))``), applied to the
+            centred data before the decomposition: the model is the PCA of ``(X - mean) *
+            feature_weights``. A 1-D array of ``n_features`` (for a grid: of the unmasked
+            points, or of every point), or a DataArray on some of the feature dims,
+            broadcast over the others; weights at masked points are ignored, and a weight
+            of 0 leaves a feature out. Every solver; no extra pass.
         sample_dim : hashable, optional
             The sample dim of a DataArray X (default: its first dim).
 
@@ -359,6 +393,8 @@ class PCA(ProbabilisticPCA, LogLikelihoodScore, FitThenTransform, LinearProjecti
         self
         """
         rows = self._validated_rows(X, sample_dim)
+        self.feature_weights_ = resolve_feature_weights(feature_weights, rows, "PCA")
+        w = self.feature_weights_
         solver = self._resolve_solver(rows.shape[1])
         if solver == "covariance_eigh":
             return self._covariance_plan(rows, sample_weight).run()
@@ -374,10 +410,14 @@ class PCA(ProbabilisticPCA, LogLikelihoodScore, FitThenTransform, LinearProjecti
             self._check_k(data.shape[0], data.shape[1], solver)
             if solver == "arpack":
                 spec = solve_arpack(
-                    data, int(self.n_components), self.tol, check_random_state(self.random_state)
+                    data,
+                    int(self.n_components),
+                    self.tol,
+                    check_random_state(self.random_state),
+                    w,
                 )
             else:
-                spec = solve_exact(data, self._n_top(data.shape[0], data.shape[1], solver))
+                spec = solve_exact(data, self._n_top(data.shape[0], data.shape[1], solver), w)
             return self._set(spec, solver, passes=1, moments=None)
         return self._fit_randomized(rows)
 
@@ -407,6 +447,8 @@ class PCA(ProbabilisticPCA, LogLikelihoodScore, FitThenTransform, LinearProjecti
         rows = self._validated_rows(X, fit_params.get("sample_dim"))
         if self._resolve_solver(rows.shape[1]) != "covariance_eigh":
             return None
+        weights = fit_params.get("feature_weights")
+        self.feature_weights_ = resolve_feature_weights(weights, rows, "PCA")
         return self._covariance_plan(rows, fit_params.get("sample_weight"))
 
     def _covariance_plan(self, rows: Any, sample_weight: Any = None) -> FitPlan:
@@ -426,7 +468,7 @@ class PCA(ProbabilisticPCA, LogLikelihoodScore, FitThenTransform, LinearProjecti
         check_some_weight(moments.count, "PCA")
         n, d = moments.count, moments.n_features
         self._check_k(n, d, "covariance_eigh")
-        spec = solve_covariance(moments, self._n_top(n, d, "covariance_eigh"))
+        spec = solve_covariance(moments, self._n_top(n, d, "covariance_eigh"), self._weights())
         return self._set(spec, "covariance_eigh", passes=1, moments=moments)
 
     def _fit_randomized(self, rows: Any) -> PCA:
@@ -446,6 +488,7 @@ class PCA(ProbabilisticPCA, LogLikelihoodScore, FitThenTransform, LinearProjecti
             n_power_iter=self._iterated_power(),
             random_state=check_random_state(self.random_state),
             on_error=raise_missing,
+            weights=self._weights(),
         )
         self._check_k(spec.n_samples, d, "randomized")
         return self._set(spec, "randomized", passes=passes, moments=None)
@@ -479,6 +522,7 @@ class PCA(ProbabilisticPCA, LogLikelihoodScore, FitThenTransform, LinearProjecti
         X: Any,
         y: Any = None,
         sample_weight: Any = None,
+        feature_weights: Any = None,
         *,
         sample_dim: Hashable | None = None,
     ) -> PCA:
@@ -495,6 +539,10 @@ class PCA(ProbabilisticPCA, LogLikelihoodScore, FitThenTransform, LinearProjecti
         y : ignored
         sample_weight : array-like or dask array of shape (n_samples,), optional
             Non-negative frequency weights (as for :meth:`fit`).
+        feature_weights : array-like or DataArray of shape (n_features,), optional
+            As for :meth:`fit`, given with the first batch; later batches may repeat the
+            same weights or leave them out (other weights are an error: the moments merged
+            so far are solved with one set of weights).
         sample_dim : hashable, optional
 
         Returns
@@ -512,6 +560,14 @@ class PCA(ProbabilisticPCA, LogLikelihoodScore, FitThenTransform, LinearProjecti
                 f"svd_solver='covariance_eigh' (or 'auto' with n_features <= "
                 f"{AUTO_COVARIANCE_MAX_FEATURES}); got svd_solver={self.svd_solver!r} with "
                 f"n_features={rows.shape[1]}"
+            )
+        weights = resolve_feature_weights(feature_weights, rows, "PCA")
+        if first:
+            self.feature_weights_ = weights
+        elif weights is not None and not same_weights(weights, self._weights()):
+            raise ValueError(
+                "PCA.partial_fit: feature_weights differ from those of the first batch; the "
+                "merged moments are solved with one set of weights (give the same, or none)"
             )
         try:
             (batch,) = dask.compute(lazy(Moments, rows.data, None, sample_weight))
@@ -586,14 +642,17 @@ class PCA(ProbabilisticPCA, LogLikelihoodScore, FitThenTransform, LinearProjecti
         """Scores ``(X - mean_) @ components_.T`` (divided by ``sqrt(explained_variance_)``
         when whitening), in the input's float dtype."""
         dtype = out_dtype(rows.data.dtype)
-        args = (self.mean_, self.components_, self._scale(), dtype)
+        projection = self._weighted_projection(self.components_)
+        args = (self.mean_, projection, self._scale(), dtype)
         return Blockwise(transform_block, args, dtype, "pca-transform", hint=MISSING_HINT)
 
     def _reconstruction(self, rows: Rows) -> Blockwise:
-        """``(Z * scale) @ components_ + mean_``: whitening undone."""
+        """``(Z * scale) @ components_ + mean_``: whitening undone (and the feature weights:
+        ``components_ / w``, NaN where a weight is 0, so only the scores are checked)."""
         dtype = out_dtype(rows.data.dtype)
-        args = (self.mean_, self.components_, self._scale(), dtype)
-        return Blockwise(inverse_block, args, dtype, "pca-inverse-transform")
+        args = (self.mean_, self._unweighted(self.components_), self._scale(), dtype)
+        check = self._reconstruction_check()
+        return Blockwise(inverse_block, args, dtype, "pca-inverse-transform", check=check)
 
     # ------------------------------------------------------ probabilistic PCA
     def __sklearn_tags__(self) -> Any:

@@ -37,6 +37,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ddr.base import FEATURE, FitPlan, fit_context
+from ddr.decomposition._feature_weights import FeatureWeighted
 from ddr.decomposition._pca_model import (
     MISSING_HINT,
     check_complete,
@@ -68,7 +69,7 @@ _SOLVERS = ("auto", "covariance_eigh", "randomized", "full", "arpack")
 _RANK_TOL = float(np.finfo(np.float64).eps)
 
 
-class RotatedPCA(FitThenTransform, LinearProjection, BaseEstimator):
+class RotatedPCA(FeatureWeighted, FitThenTransform, LinearProjection, BaseEstimator):
     """Principal components rotated by varimax or promax (rotated EOF analysis).
 
     Parameters
@@ -114,6 +115,8 @@ class RotatedPCA(FitThenTransform, LinearProjection, BaseEstimator):
         The correlation matrix of the rotated scores, ``(R^T R)^{-1}``: the identity for
         varimax.
     mean_ : ndarray of shape (n_features,)
+    feature_weights_ : ndarray of shape (n_features,) or None
+        The ``feature_weights`` of the fit (``pca_``'s), or None.
     pca_ : PCA
         The principal components that were rotated.
     n_components_ : int
@@ -208,6 +211,8 @@ class RotatedPCA(FitThenTransform, LinearProjection, BaseEstimator):
             "explained_variance_ratio_": ("component",),
             "singular_values_": ("component",),
         }
+        if self._weights() is not None:
+            tags.xarray_dims["feature_weights_"] = (FEATURE,)
         return tags
 
     # -------------------------------------------------------------------- fit
@@ -230,6 +235,7 @@ class RotatedPCA(FitThenTransform, LinearProjection, BaseEstimator):
         X: Any,
         y: Any = None,
         sample_weight: Any = None,
+        feature_weights: Any = None,
         *,
         sample_dim: Hashable | None = None,
     ) -> RotatedPCA:
@@ -243,6 +249,11 @@ class RotatedPCA(FitThenTransform, LinearProjection, BaseEstimator):
         sample_weight : array-like or dask array of shape (n_samples,), optional
             Non-negative frequency weights, as :meth:`ddr.PCA.fit` takes them (covariance
             solver).
+        feature_weights : array-like or DataArray of shape (n_features,), optional
+            Non-negative feature weights (e.g. ``sqrt(cos(lat))``), as :meth:`ddr.PCA.fit`
+            takes them: the principal components of ``(X - mean) * feature_weights`` are
+            rotated (xeofs's rotation of a weighted EOF analysis); ``components_`` are in
+            the weighted space.
         sample_dim : hashable, optional
             The sample dim of a DataArray X (default: its first dim).
 
@@ -251,7 +262,9 @@ class RotatedPCA(FitThenTransform, LinearProjection, BaseEstimator):
         self
         """
         self._check_k(X, sample_dim)
-        pca = self._unrotated().fit(X, sample_weight=sample_weight, sample_dim=sample_dim)
+        pca = self._unrotated().fit(
+            X, sample_weight=sample_weight, feature_weights=feature_weights, sample_dim=sample_dim
+        )
         return self._rotate(pca, passes=pca.n_passes_)
 
     @fit_context
@@ -351,6 +364,7 @@ class RotatedPCA(FitThenTransform, LinearProjection, BaseEstimator):
         self.rotation_matrix_ = rot.rotation[:, order] * signs
         self.phi_ = rot.phi[np.ix_(order, order)] * np.outer(signs, signs)
         self.mean_ = pca.mean_
+        self.feature_weights_ = getattr(pca, "feature_weights_", None)
         self.n_samples_ = pca.n_samples_
         self.n_components_ = int(var.size)
         self.n_features_in_ = pca.n_features_in_
@@ -377,16 +391,18 @@ class RotatedPCA(FitThenTransform, LinearProjection, BaseEstimator):
         return rows
 
     def _projection(self, rows: Rows) -> Blockwise:
-        """The rotated scores ``(X - mean_) @ T``, in the input's float dtype."""
+        """The rotated scores ``((X - mean_) * feature_weights_) @ T``, in the input's float
+        dtype."""
         dtype = out_dtype(rows.data.dtype)
-        args = (self.mean_, self._score_map().T, None, dtype)
+        args = (self.mean_, self._weighted_projection(self._score_map().T), None, dtype)
         return Blockwise(transform_block, args, dtype, "rotated-pca-transform", hint=MISSING_HINT)
 
     def _reconstruction(self, rows: Rows) -> Blockwise:
-        """``scores @ components_ + mean_``."""
+        """``scores @ (components_ / feature_weights_) + mean_`` (NaN where a weight is 0)."""
         dtype = out_dtype(rows.data.dtype)
-        args = (self.mean_, self.components_, None, dtype)
-        return Blockwise(inverse_block, args, dtype, "rotated-pca-inverse-transform")
+        args = (self.mean_, self._unweighted(self.components_), None, dtype)
+        check = self._reconstruction_check()
+        return Blockwise(inverse_block, args, dtype, "rotated-pca-inverse-transform", check=check)
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()

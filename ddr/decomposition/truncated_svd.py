@@ -23,6 +23,14 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ddr.base import FEATURE, FitPlan, MergedFitMixin, check_some_weight, fit_context
+from ddr.decomposition._feature_weights import (
+    FeatureWeighted,
+    resolve_feature_weights,
+    same_weights,
+    scale_columns,
+    weighted_scatter_eigh,
+    weighted_statistic,
+)
 from ddr.decomposition._pca_solvers import svd_flip_rows
 from ddr.families import Blockwise, FitThenTransform, LinearProjection, out_dtype
 from ddr.linalg.randomized import (
@@ -54,12 +62,19 @@ def _reconstruct_block(Z: np.ndarray, components: np.ndarray, dtype: Any) -> np.
 
 
 def _arpack(
-    rows: Rows, k: int, tol: float, random_state: Any, weights: np.ndarray | None
+    rows: Rows,
+    k: int,
+    tol: float,
+    random_state: Any,
+    weights: np.ndarray | None,
+    feature_weights: np.ndarray | None = None,
 ) -> RandomizedEigh:
     """The top ``k`` singular triplets of the data loaded into memory by ARPACK, started as
     scikit-learn's (``uniform(-1, 1)`` from ``random_state``), as the eigenpairs of ``X^T X``
     with the column moments; with frequency weights, of ``diag(sqrt(w)) X`` (whose Gram
-    matrix is ``X^T diag(w) X``)."""
+    matrix is ``X^T diag(w) X``); with feature weights, of ``X diag(feature_weights)`` (the
+    column means stay the data's own, the trace is the weighted data's)."""
+    fw = np.ones(rows.shape[1]) if feature_weights is None else feature_weights
     from scipy.sparse.linalg import svds
     from sklearn.utils.sparsefuncs import mean_variance_axis
 
@@ -68,24 +83,28 @@ def _arpack(
         X = scipy.sparse.csr_matrix(X, dtype=np.float64)
         mean, var = mean_variance_axis(X, axis=0, weights=weights)
         count = float(X.shape[0] if weights is None else weights.sum())
-        trace = float(var.sum()) * count
+        trace = float((var * fw**2).sum()) * count
         if weights is not None:
             X = scipy.sparse.diags(np.sqrt(weights)) @ X
     else:
         X = np.asarray(X, dtype=np.float64)
         count = float(X.shape[0] if weights is None else weights.sum())
         mean = np.average(X, axis=0, weights=weights)
-        sq = (X - mean) ** 2
+        sq = ((X - mean) * fw) ** 2
         trace = float(sq.sum() if weights is None else weights @ sq.sum(axis=1))
         if weights is not None:
             X = X * np.sqrt(weights)[:, None]
+    if feature_weights is not None:
+        X = scale_columns(X, feature_weights)
     v0 = check_random_state(random_state).uniform(-1, 1, min(X.shape))
     _, s, vt = svds(X, k=k, tol=tol, v0=v0)
     order = np.argsort(s)[::-1]
     return RandomizedEigh(count, mean, trace, s[order] ** 2, vt[order].T, 1)
 
 
-class TruncatedSVD(MergedFitMixin, FitThenTransform, LinearProjection, BaseEstimator):
+class TruncatedSVD(
+    FeatureWeighted, MergedFitMixin, FitThenTransform, LinearProjection, BaseEstimator
+):
     """Truncated SVD without centring (LSA), randomized, over dense or sparse row blocks.
 
     Parameters
@@ -127,7 +146,9 @@ class TruncatedSVD(MergedFitMixin, FitThenTransform, LinearProjection, BaseEstim
     explained_variance_ratio_ : ndarray of shape (n_components,)
         Fraction of the total variance of ``X`` (the sum of its column variances).
     mean_ : ndarray of shape (n_features,)
-        Column means (not subtracted: kept for the variances above).
+        Column means (not subtracted: kept for the variances above), unweighted.
+    feature_weights_ : ndarray of shape (n_features,) or None
+        The ``feature_weights`` of the fit, or None.
     n_components_ : int
     n_samples_ : int
     n_passes_ : int
@@ -193,6 +214,8 @@ class TruncatedSVD(MergedFitMixin, FitThenTransform, LinearProjection, BaseEstim
             "explained_variance_": ("component",),
             "explained_variance_ratio_": ("component",),
         }
+        if self._weights() is not None:
+            tags.xarray_dims["feature_weights_"] = (FEATURE,)
         return tags
 
     # -------------------------------------------------------------------- fit
@@ -237,6 +260,7 @@ class TruncatedSVD(MergedFitMixin, FitThenTransform, LinearProjection, BaseEstim
         if self.algorithm == "arpack":
             return None
         rows = self._rows(X, reset=True, sample_dim=fit_params.get("sample_dim"))
+        w = self._fit_weights(fit_params.get("feature_weights"), rows)
         n, d = rows.shape
         if randomized_passes(d, self._width(d), self.n_iter) != 1:
             return None
@@ -248,17 +272,39 @@ class TruncatedSVD(MergedFitMixin, FitThenTransform, LinearProjection, BaseEstim
             V = np.eye(d)
         else:  # a sketch: its statistic depends on the draw and merges with no other
             V = initial_basis(d, self._width(d), check_random_state(self.random_state))
+        Vw = V if w is None else V * w[:, None]  # the weighted basis (see _feature_weights)
         stat = lazy_pass(
-            rows.data, V, None, centre=False, sample_weight=fit_params.get("sample_weight")
+            rows.data, Vw, None, centre=False, sample_weight=fit_params.get("sample_weight")
         )
-        return FitPlan.over(rows, stat, lambda value: self._set(single_pass_eigh(value, V)))
+        return FitPlan.over(
+            rows, stat, lambda value: self._set(single_pass_eigh(weighted_statistic(value, w), V))
+        )
+
+    def _fit_weights(self, feature_weights: Any, rows: Rows) -> np.ndarray | None:
+        """Resolve ``feature_weights`` and set ``feature_weights_``; a batch merged by
+        ``partial_fit`` keeps the model's (repeating them is allowed, others are an error)."""
+        w = resolve_feature_weights(feature_weights, rows, "TruncatedSVD")
+        if getattr(self, "_merging_count", 0.0):
+            held = self._weights()
+            if w is not None and not same_weights(w, held):
+                raise ValueError(
+                    "TruncatedSVD.partial_fit: feature_weights differ from those of the model; "
+                    "the merged statistics are solved with one set of weights (give the same, "
+                    "or none)"
+                )
+            return held
+        self.feature_weights_ = w
+        return w
 
     def _merges(self, n_features: int) -> bool:
         """The fit is one pass of statistics that merge: its first block spans R^d."""
         return self.algorithm != "arpack" and self._width(n_features) >= n_features
 
     def _solve_statistics(self, value: Any) -> TruncatedSVD:
-        return self._set(single_pass_eigh(value, np.eye(self.n_features_in_)))
+        w = self._weights()
+        return self._set(
+            single_pass_eigh(weighted_statistic(value, w), np.eye(self.n_features_in_))
+        )
 
     @fit_context
     def fit(
@@ -266,6 +312,7 @@ class TruncatedSVD(MergedFitMixin, FitThenTransform, LinearProjection, BaseEstim
         X: Any,
         y: Any = None,
         sample_weight: Any = None,
+        feature_weights: Any = None,
         *,
         sample_dim: Hashable | None = None,
     ) -> TruncatedSVD:
@@ -280,6 +327,10 @@ class TruncatedSVD(MergedFitMixin, FitThenTransform, LinearProjection, BaseEstim
             Non-negative frequency weights: the SVD of ``diag(sqrt(w)) X`` (the Gram matrix
             ``X^T diag(w) X``), so that a row of weight ``w`` counts as ``w`` copies of it
             and 0 as none; the variances are weighted alike.
+        feature_weights : array-like or DataArray of shape (n_features,), optional
+            Non-negative feature weights: the SVD of ``X * feature_weights`` (no centring,
+            as the model has none), as :meth:`ddr.PCA.fit` takes them (a DataArray on some
+            of a grid's feature dims is broadcast over the others). No extra pass.
         sample_dim : hashable, optional
             The sample dim of a DataArray X.
 
@@ -287,10 +338,13 @@ class TruncatedSVD(MergedFitMixin, FitThenTransform, LinearProjection, BaseEstim
         -------
         self
         """
-        plan = self._fit_plan(X, sample_weight=sample_weight, sample_dim=sample_dim)
+        plan = self._fit_plan(
+            X, sample_weight=sample_weight, feature_weights=feature_weights, sample_dim=sample_dim
+        )
         if plan is not None:
             return plan.run()
         rows = self._rows(X, reset=True, sample_dim=sample_dim)
+        fw = self._fit_weights(feature_weights, rows)
         n, d = rows.shape
         self._check_k(float(n), d)
         if self.algorithm == "arpack":
@@ -299,7 +353,18 @@ class TruncatedSVD(MergedFitMixin, FitThenTransform, LinearProjection, BaseEstim
                 given = np.asarray(align_to_rows(sample_weight, rows, "sample_weight"))
                 weights = check_weights(given, int(n))
                 check_some_weight(np.sum(given), type(self).__name__)
-            res = _arpack(rows, self.n_components, self.tol, self.random_state, weights)
+            res = _arpack(rows, self.n_components, self.tol, self.random_state, weights, fw)
+            return self._set(res)
+        if fw is not None:
+            res = weighted_scatter_eigh(
+                rows,
+                self._width(d),
+                fw,
+                n_power_iter=self.n_iter,
+                random_state=check_random_state(self.random_state),
+                centre=False,
+                sample_weight=sample_weight,
+            )
             return self._set(res)
         res = randomized_scatter_eigh(
             rows,
@@ -320,7 +385,9 @@ class TruncatedSVD(MergedFitMixin, FitThenTransform, LinearProjection, BaseEstim
         components = svd_flip_rows(np.ascontiguousarray(res.eigenvectors[:, :k].T))
         s2 = np.maximum(res.eigenvalues[:k], 0.0)
         count = res.count
-        projected_mean = components @ res.mean
+        w = self._weights()
+        # the variances are those of the weighted data, whose mean is mean * w
+        projected_mean = components @ (res.mean if w is None else res.mean * w)
         self.components_ = components
         self.singular_values_ = np.sqrt(s2)
         self.explained_variance_ = np.maximum(s2 / count - projected_mean**2, 0.0)
@@ -338,15 +405,16 @@ class TruncatedSVD(MergedFitMixin, FitThenTransform, LinearProjection, BaseEstim
     def _projection(self, rows: Rows) -> Blockwise:
         """``X @ components_.T`` (dense output, even for sparse rows, as scikit-learn)."""
         dtype = out_dtype(rows.data.dtype)
-        args = (np.ascontiguousarray(self.components_.T), dtype)
+        args = (np.ascontiguousarray(self._weighted_projection(self.components_).T), dtype)
         return Blockwise(_project_block, args, dtype, "truncated-svd-transform")
 
     def _reconstruction(self, rows: Rows) -> Blockwise:
-        """``X @ components_``: a rank-``n_components`` approximation of the data."""
+        """``X @ (components_ / feature_weights_)``: a rank-``n_components`` approximation of
+        the data (NaN where a weight is 0)."""
         dtype = out_dtype(rows.data.dtype)
-        return Blockwise(
-            _reconstruct_block, (self.components_, dtype), dtype, "truncated-svd-inverse"
-        )
+        check = self._reconstruction_check()
+        args = (self._unweighted(self.components_), dtype)
+        return Blockwise(_reconstruct_block, args, dtype, "truncated-svd-inverse", check=check)
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
