@@ -37,9 +37,9 @@ def _save_model(
     )
 
 
-def _with_ddr_reader(x: da.Array) -> da.Array:
+def _with_ddr_reader(x: da.Array, whole_axes: tuple[int, ...] = ()) -> da.Array:
     """What dask input passes through: :func:`ddr.io.zarr_graphs.with_ddr_reader`."""
-    return importlib.import_module("ddr.io.zarr_graphs").with_ddr_reader(x)
+    return importlib.import_module("ddr.io.zarr_graphs").with_ddr_reader(x, whole_axes)
 
 
 _hooks.register_saver(_save_model)

@@ -18,7 +18,7 @@ ddr`` stays cheap.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # types only: importing this module imports nothing but the standard library
@@ -41,8 +41,13 @@ class Saver(Protocol):
     ) -> None: ...
 
 
-#: ``reader(x) -> x'``: a dask array with the same shape, dtype, chunks and values
-DaskReader = Callable[["da.Array"], "da.Array"]
+class DaskReader(Protocol):
+    """``reader(x, whole_axes=()) -> x'``: a dask array with the same shape, dtype and values,
+    the same chunks except that ``whole_axes`` (the feature axes) may come whole, in row
+    blocks (:func:`ddr.io.zarr_graphs.with_ddr_reader`)."""
+
+    def __call__(self, x: da.Array, whole_axes: tuple[int, ...] = ...) -> da.Array: ...
+
 
 _saver: list[Saver] = []
 _reader: list[DaskReader] = []
@@ -73,5 +78,5 @@ def dask_reader() -> DaskReader:
     return _reader[0] if _reader else _identity
 
 
-def _identity(x: da.Array) -> da.Array:
+def _identity(x: da.Array, whole_axes: tuple[int, ...] = ()) -> da.Array:
     return x

@@ -24,6 +24,11 @@ It replaces a graph only when it can prove the values are the same, bit for bit:
   and ddr reads that array's chunks itself (not sharded, C order, a zarr with what the
   reader needs: :func:`ddr.io.zarr_chunks.from_zarr` says).
 
+Asked for whole rows (``whole_axes``: the feature axes) of such an array chunked along them,
+or of an array :func:`ddr.io.zarr_chunks.from_zarr` made, it gives the same values in row
+blocks, each read by one task from every stored chunk of its rows
+(:func:`ddr.io.row_blocks.row_blocks`), whatever its dask chunks.
+
 Anything else (an older dask without ``Blockwise.task``, an xarray whose adapters are not
 found) keeps dask's graph: recognition is a speed-up, never a requirement.
 """
@@ -43,21 +48,35 @@ __all__ = ["with_ddr_reader", "zarr_source"]
 logger = logging.getLogger(__name__)
 
 
-def with_ddr_reader(x: da.Array) -> da.Array:
+def with_ddr_reader(x: da.Array, whole_axes: tuple[int, ...] = ()) -> da.Array:
     """``x`` read by ddr's chunk reader when ``x`` only reads a Zarr array (see the module
     docstring), else ``x`` itself.
 
     Parameters
     ----------
     x : dask.array.Array
+    whole_axes : tuple of int
+        Axes the caller needs in one chunk (the features of a row). When ``x`` is chunked
+        along one of them and reads a Zarr array (through dask's or ddr's ``from_zarr``),
+        the result is in row blocks read by one task each (:mod:`ddr.io.row_blocks`).
 
     Returns
     -------
     dask.array.Array
-        Same shape, dtype, chunks and values as ``x``.
+        Same shape, dtype and values as ``x``; same chunks, except whole along
+        ``whole_axes`` where that was asked and done.
     """
-    from ddr.io.zarr_chunks import direct_readable, from_zarr
+    from ddr.io.row_blocks import row_blocks
+    from ddr.io.zarr_chunks import StoredChunks, direct_readable, from_zarr
 
+    if any(len(x.chunks[a]) > 1 for a in whole_axes):
+        source = _stored_source(x)
+        if source is None:
+            return x
+        logger.debug("dask array %s read in whole row blocks (axes %s whole)", x.name, whole_axes)
+        return row_blocks(
+            source if isinstance(source, StoredChunks) else StoredChunks(source), whole_axes
+        )
     z = zarr_source(x)
     if z is None or not direct_readable(z):
         return x
@@ -66,6 +85,24 @@ def with_ddr_reader(x: da.Array) -> da.Array:
         return x
     logger.debug("dask array %s reads %s: read through ddr's chunk reader", x.name, z.store_path)
     return from_zarr(z)
+
+
+def _stored_source(x: da.Array) -> Any:
+    """The Zarr array (or ddr's reader of one, :class:`~ddr.io.zarr_chunks.StoredChunks`)
+    whose values ``x``'s only layer reads unchanged, else None."""
+    from ddr.io.zarr_chunks import StoredChunks
+
+    graph = x.__dask_graph__()
+    if not isinstance(graph, HighLevelGraph) or len(x.__dask_layers__()) != 1:
+        return None
+    (name,) = x.__dask_layers__()
+    source = _getter_source(graph, name, x.chunks)
+    if isinstance(source, StoredChunks):
+        held = source
+        if held.shape != x.shape or np.dtype(held.dtype) != x.dtype:
+            return None
+        return held
+    return zarr_source(x)
 
 
 def zarr_source(x: da.Array) -> zarr.Array | None:

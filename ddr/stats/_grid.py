@@ -35,7 +35,9 @@ import dask
 import dask.array as da
 import numpy as np
 
+from ddr._hooks import DaskReader
 from ddr.stats._checks import block_start, sum_is_finite
+from ddr.stats._whole_rows import check_row_blocks, merge_feature_chunks
 
 __all__ = [
     "FeatureLayout",
@@ -191,6 +193,7 @@ def grid_rows(
     fitted: FeatureLayout | None = None,
     masks: bool = True,
     missing_ok: bool = False,
+    reader: DaskReader | None = None,
 ) -> GridRows:
     """Stack DataArray ``X`` into (n_samples, n_kept) rows over its ``sample_dims``.
 
@@ -210,6 +213,12 @@ def grid_rows(
         the component scores ``inverse_transform`` reads).
     missing_ok : bool
         Kept features may hold NaN (estimators that take missing values).
+    reader : DaskReader, optional
+        What dask data is read through (:func:`ddr._hooks.dask_reader`), asked for whole
+        feature dims: a Zarr array chunked along them comes in row blocks, each read by one
+        task. Data still chunked along them is merged by dask's ``rechunk`` where that keeps
+        one read per chunk, else refused (:mod:`ddr.stats._whole_rows`); either way a row
+        block that a worker's task cannot hold is refused before anything is read.
 
     Returns
     -------
@@ -242,8 +251,14 @@ def grid_rows(
     ns = len(sdims)
     if isinstance(arr, da.Array):
         split = {d: len(c) for d, c in zip(fdims, arr.chunks[ns:], strict=True) if len(c) > 1}
+        if reader is not None:  # as stored, before the transpose: what a reader recognises
+            whole = tuple(i for i, d in enumerate(dims) if d not in sdims)
+            Xt = X.copy(data=reader(X.data, whole_axes=whole if split else ())).transpose(
+                *sdims, *fdims
+            )
+            arr = Xt.data
         if split:
-            raise ValueError(_feature_chunk_message(name, split))
+            arr = _whole_grid_rows(arr, ns, name, split, Xt)
     n = math.prod(arr.shape[:ns])
     layout = _layout(Xt, sdims, fdims, kept=None)
     if fitted is not None:
@@ -457,6 +472,37 @@ def _show(v: Any) -> str:
     if isinstance(v, np.datetime64):
         return str(v)
     return repr(v) if isinstance(v, str) else str(v)
+
+
+def _whole_grid_rows(
+    arr: da.Array, ns: int, name: str, split: dict[Hashable, int], Xt: Any
+) -> da.Array:
+    """``arr`` (sample dims first) with its feature dims whole: as read, or merged by dask
+    where that keeps one read per chunk, else refused; then checked to fit a task."""
+    fdims = tuple(Xt.dims[ns:])
+    if any(len(c) > 1 for c in arr.chunks[ns:]):
+        merged = merge_feature_chunks(arr, tuple(range(ns, arr.ndim)))
+        if merged is None:
+            raise ValueError(_feature_chunk_message(name, split))
+        arr = merged
+    sdims = tuple(Xt.dims[:ns])
+    inner = math.prod(int(s) for s in arr.shape[1:ns])
+
+    def rechunk(rows: int) -> str:
+        outer = rows // max(inner, 1)
+        if outer < 1:
+            return (
+                f"chunk it along its sample dims {sdims} so that a block holds at most "
+                f"{rows} samples, and whole along {fdims}"
+            )
+        spec = ", ".join([f"{sdims[0]!r}: {outer}", *(f"{d!r}: -1" for d in fdims)])
+        return (
+            f"{name}.chunk({{{spec}}}) (or store the Zarr array with chunks of at most "
+            f"{outer} along {sdims[0]!r})"
+        )
+
+    check_row_blocks(arr, tuple(range(ns)), name, rechunk)
+    return arr
 
 
 def _feature_chunk_message(name: str, split: dict[Hashable, int]) -> str:

@@ -13,6 +13,7 @@ import numpy as np
 from ddr._hooks import dask_reader
 from ddr.stats._grid import FeatureLayout, SampleDims, grid_rows
 from ddr.stats._grid_blocks import FeatureBlocks, dataset_rows
+from ddr.stats._whole_rows import check_row_blocks, merge_feature_chunks
 
 __all__ = [
     "ROW_NUMBERS_ATTR",
@@ -148,8 +149,12 @@ def as_rows(
         dims, reads it as a grid (:func:`ddr.stats._grid.grid_rows`): the sample dims
         stacked into rows, the other dims into features, masked features left out.
     allow_column_chunks : bool
-        Accept dask arrays chunked along features (only for blockwise maps that do not need
-        whole rows).
+        Keep dask arrays chunked along features as they are (only for blockwise maps that do
+        not need whole rows). Otherwise they are made into whole-row blocks: a Zarr array
+        through ddr's reader (one task per row block, :mod:`ddr.io.row_blocks`), any other
+        by dask's merge where it keeps one read per chunk, else refused; a row block that a
+        worker's task cannot hold is refused before anything is read
+        (:mod:`ddr.stats._whole_rows`).
     fitted, masks, missing_ok
         For a grid: the fitted model's feature layout (input must match it), whether to
         find masked features, whether kept features may hold NaN (see ``grid_rows``).
@@ -170,9 +175,10 @@ def as_rows(
                 if isinstance(sample_dim, SampleDims)
                 else SampleDims.of(X.dims[0] if sample_dim is None else sample_dim, X.dims)
             )
-            if is_dask(X.data):  # the chunk reader a 2-D array would get (ddr._hooks)
-                X = X.copy(data=dask_reader()(X.data))
-            g = grid_rows(X, sdims, name=name, fitted=fitted, masks=masks, missing_ok=missing_ok)
+            g = grid_rows(
+                X, sdims, name=name, fitted=fitted, masks=masks, missing_ok=missing_ok,
+                reader=dask_reader(),  # the chunk reader a 2-D array gets (ddr._hooks)
+            )  # fmt: skip
             return Rows(
                 g.data, "xarray", g.sample_dim, g.layout.name, g.template, g.sample_dims, g.layout
             )
@@ -193,9 +199,9 @@ def as_rows(
                 f"{name} must be 2-D (n_samples, n_features); got a dask array with ndim={X.ndim} "
                 f"and shape {X.shape}"
             )
-        if len(X.chunks[1]) > 1 and not allow_column_chunks:
-            raise ValueError(row_chunk_message(X.chunks, name))
         _check_numeric(X.dtype, name)
+        if len(X.chunks[1]) > 1 and not allow_column_chunks:
+            return Rows(_whole_rows(X, name), "dask")
         # an array that only reads a Zarr array is re-read by ddr.io's chunk reader, which
         # the package root registers (ddr._hooks): stats does not import the I/O layer
         return Rows(dask_reader()(X), "dask")
@@ -212,6 +218,27 @@ def as_rows(
         )
     _check_numeric(X.dtype, name)
     return Rows(X, "numpy")
+
+
+def _whole_rows(X: da.Array, name: str) -> da.Array:
+    """2-D dask ``X`` chunked along features in whole-row blocks: a Zarr array read a row
+    block per task by ddr's reader, any other array merged by dask where that keeps one read
+    per chunk (:mod:`ddr.stats._whole_rows`), else refused; then checked to fit a task."""
+    rows = dask_reader()(X, whole_axes=(1,))
+    if len(rows.chunks[1]) > 1:
+        merged = merge_feature_chunks(X, (1,))
+        if merged is None:
+            raise ValueError(row_chunk_message(X.chunks, name))
+        rows = merged
+
+    def rechunk(n: int) -> str:
+        return (
+            f"{name}.rechunk({{0: {n}, 1: -1}}) (or store the Zarr array with chunks of at "
+            f"most {n} rows, e.g. chunks=({n}, {X.shape[1]}))"
+        )
+
+    check_row_blocks(rows, (0,), name, rechunk)
+    return rows
 
 
 def _dataset_rows(

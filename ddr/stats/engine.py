@@ -28,6 +28,7 @@ from dask.delayed import Delayed, unpack_collections
 from dask.highlevelgraph import HighLevelGraph
 
 from ddr.stats._input import Rows, align_to_rows, as_rows
+from ddr.stats._whole_rows import distributed_client
 from ddr.stats.base import Statistic, StatSpec, as_spec
 
 __all__ = [
@@ -295,7 +296,8 @@ def compute(
     stats : Statistic class, StatSpec, or a list/tuple of them
         E.g. ``Moments``, ``Moments.spec(diagonal=True)`` or ``[Moments, ClassMoments]``.
     X : array-like, dask.array.Array or xarray.DataArray, shape (n_samples, n_features)
-        Dask arrays must hold whole rows in each chunk (a single chunk along features).
+        Dask arrays chunked along features are read in whole-row blocks (a Zarr array a
+        row block per task; see ``ddr.stats._input.as_rows``).
     y : array-like of shape (n_samples,), optional
         Class labels (integer, float or string), for statistics that use them.
     sample_weight : array-like of shape (n_samples,), optional
@@ -458,18 +460,10 @@ def compute_with_rows(
     graph = HighLevelGraph.from_collections(final, layer, dependencies=deps)
     # the new parameters stay where they were computed; the statistic comes to the client
     new_rows = [Delayed(k, graph, layer=final) for k in new_keys]
-    client = _distributed_client(compute_kwargs.get("scheduler"))
+    client = distributed_client(compute_kwargs.get("scheduler"))
     if client is not None:  # dask.persist would bring them to this process unless default
         persisted = client.persist([Delayed(final, graph), *new_rows])
     else:
         persisted = dask.persist(Delayed(final, graph), *new_rows, **compute_kwargs)
     (result,) = dask.compute(persisted[0], **compute_kwargs)
     return aligned(result), BlockRows(tuple(persisted[1:]))
-
-
-def _distributed_client(scheduler: Any) -> Any:
-    """The distributed Client that would run a graph now, or None (a local scheduler)."""
-    from distributed import Client
-
-    owner = getattr(dask.base.get_scheduler(scheduler=scheduler), "__self__", None)
-    return owner if isinstance(owner, Client) else None
