@@ -133,8 +133,8 @@ class DemoSpec:
 
 
 #: the kinds of demo data: ``dense`` (:class:`DemoSpec`), ``counts``
-#: (:class:`ddr.demo_counts.CountsSpec`)
-DEMO_KINDS = ("dense", "counts")
+#: (:class:`ddr.demo_counts.CountsSpec`), ``gridded`` (:class:`ddr.demo_gridded.GriddedSpec`)
+DEMO_KINDS = ("dense", "counts", "gridded")
 
 
 def demo_spec(kind: str, **params: Any) -> Any:
@@ -142,20 +142,23 @@ def demo_spec(kind: str, **params: Any) -> Any:
 
     Parameters
     ----------
-    kind : {"dense", "counts"}
-        A low-rank signal plus noise with class labels (:class:`DemoSpec`), or word counts
-        drawn from a topic model (:class:`ddr.demo_counts.CountsSpec`).
+    kind : {"dense", "counts", "gridded"}
+        A low-rank signal plus noise with class labels (:class:`DemoSpec`), word counts
+        drawn from a topic model (:class:`ddr.demo_counts.CountsSpec`), or a time x lat x
+        lon field with a land mask and known spatial modes
+        (:class:`ddr.demo_gridded.GriddedSpec`).
     **params
         The spec's parameters; those that are None take the spec's defaults.
 
     Returns
     -------
-    DemoSpec or CountsSpec
+    DemoSpec, CountsSpec or GriddedSpec
         Checked (a ValueError names a parameter out of range).
     """
     from ddr.demo_counts import CountsSpec
+    from ddr.demo_gridded import GriddedSpec
 
-    classes = {"dense": DemoSpec, "counts": CountsSpec}
+    classes = {"dense": DemoSpec, "counts": CountsSpec, "gridded": GriddedSpec}
     if kind not in classes:
         raise ValueError(f"kind must be one of {', '.join(DEMO_KINDS)}; got {kind!r}")
     return classes[kind](**{k: v for k, v in params.items() if v is not None})
@@ -169,13 +172,14 @@ def write_demo(
     storage_options: Mapping[str, Any] | None = None,
 ) -> bool:
     """Write the demo dataset of ``spec`` (from :func:`demo_spec`) to a Zarr group at
-    ``path``: :func:`write_demo_data` or :func:`ddr.demo_counts.write_counts_data`.
+    ``path``: :func:`write_demo_data`, :func:`ddr.demo_counts.write_counts_data` or
+    :func:`ddr.demo_gridded.write_gridded_data`.
 
     Parameters
     ----------
     path : str or path
         A local path or a URL.
-    spec : DemoSpec or CountsSpec
+    spec : DemoSpec, CountsSpec or GriddedSpec
         What to write.
     if_exists : {"error", "overwrite", "skip-if-complete"}
         What to do with an existing group (see :func:`ddr.io.write_zarr`):
@@ -189,9 +193,16 @@ def write_demo(
         True when the group was written, False when a complete one of the same spec was
         kept (``if_exists="skip-if-complete"``).
     """
-    from ddr.demo_counts import write_counts_data
+    from ddr.demo_counts import CountsSpec, write_counts_data
+    from ddr.demo_gridded import write_gridded_data
 
-    write = write_demo_data if isinstance(spec, DemoSpec) else write_counts_data
+    write = (
+        write_demo_data
+        if isinstance(spec, DemoSpec)
+        else write_counts_data
+        if isinstance(spec, CountsSpec)
+        else write_gridded_data
+    )
     return write(path, spec, if_exists=if_exists, storage_options=storage_options)
 
 

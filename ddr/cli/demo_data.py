@@ -30,16 +30,19 @@ def demo_data(
     kind: Annotated[
         str,
         typer.Option(
-            metavar="dense|counts",
+            metavar="dense|counts|gridded",
             help="dense: a low-rank signal plus noise with class labels; counts: word counts "
-            "of documents drawn from a topic model, stored sparse (CSR, AnnData's layout).",
+            "of documents drawn from a topic model, stored sparse (CSR, AnnData's layout); "
+            "gridded: a time x lat x lon field (t2m) with a land mask (NaN) and known spatial "
+            "modes with seasonal cycles, for EOF analysis.",
         ),
     ] = "dense",
     n_samples: Annotated[
         int | None,
         typer.Option(
             metavar="N",
-            help="Rows (documents).  [default: 100000; counts: 20000]",
+            help="Rows (documents; gridded: monthly time steps).  [default: 100000; counts: "
+            "20000; gridded: 480]",
             show_default=False,
         ),
     ] = None,
@@ -49,13 +52,22 @@ def demo_data(
             metavar="D", help="Columns (words).  [default: 50; counts: 5000]", show_default=False
         ),
     ] = None,
-    rank: Annotated[int, typer.Option(metavar="R", help="Rank of the signal.")] = 10,
+    rank: Annotated[
+        int | None,
+        typer.Option(
+            metavar="R",
+            help="Rank of the signal (gridded: spatial modes, at most 6).  [default: 10; "
+            "gridded: 3]",
+            show_default=False,
+        ),
+    ] = None,
     n_classes: Annotated[int, typer.Option(metavar="K", help="Classes (labels y).")] = 5,
     chunk_rows: Annotated[
         int | None,
         typer.Option(
             metavar="ROWS",
-            help="Rows per Zarr chunk (default: the rows in 8 chunks, each at most 64 MiB).",
+            help="Rows per Zarr chunk (gridded: time steps per chunk or generated block; "
+            "default: the rows in 8 chunks, each at most 64 MiB).",
             show_default=False,
         ),
     ] = None,
@@ -88,6 +100,16 @@ def demo_data(
     doc_length: Annotated[
         float, typer.Option(metavar="L", help="counts: mean tokens per document.")
     ] = 100.0,
+    n_lat: Annotated[int, typer.Option(metavar="N", help="gridded: latitudes.")] = 36,
+    n_lon: Annotated[int, typer.Option(metavar="N", help="gridded: longitudes.")] = 72,
+    chunk_by: Annotated[
+        str,
+        typer.Option(
+            metavar="time|space",
+            help="gridded: store whole maps of --chunk-rows time steps per chunk (time), or "
+            "every time step of a quarter of the grid per chunk (space).",
+        ),
+    ] = "time",
     if_exists: Annotated[
         str,
         typer.Option(
@@ -101,32 +123,33 @@ def demo_data(
         bool, typer.Option("--force", help="Replace an existing output (--if-exists overwrite).")
     ] = False,
 ) -> None:
-    """Write a synthetic dataset with its truth: dense (low-rank signal + noise, class means)
-    or counts (documents from a topic model, sparse)."""
+    """Write a synthetic dataset with its truth: dense (low-rank signal + noise, class means),
+    counts (documents from a topic model, sparse) or gridded (a field with a land mask and
+    known spatial modes)."""
     import time
 
     from ddr.demo import DEMO_KINDS, demo_spec, write_demo
 
     if kind not in DEMO_KINDS:
-        fail(f"--kind must be 'dense' or 'counts'; got {kind!r}", 2)
+        fail(f"--kind must be one of {', '.join(DEMO_KINDS)}; got {kind!r}", 2)
     if if_exists not in _IF_EXISTS:
         fail(f"--if-exists must be one of {', '.join(_IF_EXISTS)}; got {if_exists!r}", 2)
     if force and if_exists not in ("error", "overwrite"):
         fail(f"--force and --if-exists {if_exists} contradict each other; give one", 2)
     if force:
         if_exists = "overwrite"
-    params = dict(
-        n_samples=n_samples,
-        n_features=n_features,
-        chunk_rows=chunk_rows,
-        dtype=dtype,
-        seed=seed,
-        sample_seed=sample_seed,
+    params: dict[str, object] = dict(
+        n_samples=n_samples, chunk_rows=chunk_rows, dtype=dtype, seed=seed, sample_seed=sample_seed
     )
     if kind == "dense":
-        params.update(rank=rank, n_classes=n_classes, missing=missing, offset=offset)
+        params.update(n_features=n_features, rank=10 if rank is None else rank)
+        params.update(n_classes=n_classes, missing=missing, offset=offset)
+    elif kind == "counts":
+        params.update(n_features=n_features, n_topics=n_topics, doc_length=doc_length)
     else:
-        params.update(n_topics=n_topics, doc_length=doc_length)
+        if n_features is not None:
+            fail("--n-features is not an option of --kind gridded: give --n-lat and --n-lon", 2)
+        params.update(rank=rank, n_lat=n_lat, n_lon=n_lon, chunk_by=chunk_by)
     try:
         spec = demo_spec(kind, **params)
     except ValueError as exc:

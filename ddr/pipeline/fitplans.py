@@ -12,8 +12,9 @@ import inspect
 from typing import Any
 
 from ddr.base import FitPlan
+from ddr.stats._grid import SampleDims
 
-__all__ = ["call", "call_kwargs", "fit_plan"]
+__all__ = ["SAMPLE_DIMS_ATTR", "call", "call_kwargs", "fit_plan", "mark_sample_dims"]
 
 
 def _accepts(fn: Any, name: str) -> bool:
@@ -24,9 +25,24 @@ def _accepts(fn: Any, name: str) -> bool:
     return name in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
 
 
+#: Attribute of a pipeline input's DataArray that names the dims its ``sample_dims:`` made
+#: the samples (a list): every call on it passes them as ``sample_dims=`` (read as a grid)
+SAMPLE_DIMS_ATTR = "ddr:sample_dims"
+
+
+def mark_sample_dims(arr: Any, dims: tuple[str, ...]) -> Any:
+    """``arr`` (an input's DataArray) marked as a grid over the sample dims ``dims``."""
+    return arr.assign_attrs({SAMPLE_DIMS_ATTR: list(dims)})
+
+
 def _sample_dim(args: dict[str, Any]) -> Any:
+    """X's sample dim: the sample dims of a grid input (:func:`mark_sample_dims`, as
+    ``SampleDims``: stacked into rows, masked features left out), else its first dim."""
     X = args.get("X")
     dims = getattr(X, "dims", None)
+    grid = getattr(X, "attrs", {}).get(SAMPLE_DIMS_ATTR) if dims else None
+    if grid:
+        return SampleDims(tuple(grid))
     return dims[0] if dims else None
 
 
@@ -40,7 +56,7 @@ def _aligned(args: dict[str, Any]) -> dict[str, Any]:
         dims = getattr(value, "dims", None)
         if (
             sdim is not None
-            and role != "X"
+            and role not in ("X", "feature_weights")  # those lie along the features
             and dims is not None
             and len(dims) == 1
             and dims[0] != sdim

@@ -16,19 +16,20 @@ import functools
 import hashlib
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from ddr.io.locations import Location, LocationError, resolve
 from ddr.io.stored_chunks import MissingChunks
+from ddr.pipeline.fitplans import mark_sample_dims
 from ddr.pipeline.plan import InputPlan, ValueMeta, _sha
 from ddr.pipeline.spec_types import InputSpec
 
 if TYPE_CHECKING:
     from ddr.pipeline._counting import BlockReads
 
-__all__ = ["metadata_fingerprint", "open_pipeline_input"]
+__all__ = ["first_sample_mask", "metadata_fingerprint", "open_pipeline_input"]
 
 
 def open_pipeline_input(
@@ -78,14 +79,17 @@ def open_pipeline_input(
             f"input {name} has dims {list(map(str, arr.dims))}; the pipeline expects {spec.dims}",
         )
         return None
-    sdim = spec.sample_dim or str(arr.dims[0])
+    grid = _grid_sample_dims(name, spec, arr, problem)
+    if grid is False:
+        return None
+    sdim = grid[0] if grid else spec.sample_dim or str(arr.dims[0])
     if sdim not in arr.dims:
         problem(
             (*where, "sample_dim"),
             f"input {name}: sample_dim {sdim!r} is not one of its dims {list(map(str, arr.dims))}",
         )
         return None
-    arr = arr.transpose(sdim, ...)
+    arr = arr.transpose(*(grid or (sdim,)), ...)
     if 0 in arr.shape:
         sizes = ", ".join(f"{d}: {n}" for d, n in zip(arr.dims, arr.shape, strict=True))
         problem(
@@ -107,7 +111,8 @@ def open_pipeline_input(
         return None
     if counted is not None:
         arr, root, stored, reads = counted
-    arr = _with_row_numbers(arr, sdim, name)
+    for dim in grid or (sdim,):
+        arr = _with_row_numbers(arr, dim, name)
     if spec.isel:
         unknown = sorted(set(spec.isel) - {str(d) for d in arr.dims})
         if unknown:
@@ -138,7 +143,8 @@ def open_pipeline_input(
             )
             return None
         arr = arr.chunk(spec.chunks)
-    if arr.ndim == 2 and hasattr(arr.data, "chunks") and len(arr.data.chunks[1]) > 1:
+    # a grid's feature chunks are the estimators' to read (or refuse, saying how to rechunk)
+    if not grid and arr.ndim == 2 and hasattr(arr.data, "chunks") and len(arr.data.chunks[1]) > 1:
         fdim = str(arr.dims[1])
         problem(
             (*where, "chunks") if spec.chunks else (*where, "path"),
@@ -147,23 +153,125 @@ def open_pipeline_input(
         )
         return None
     desc = describe_input(arr)
-    fp = _sha(
-        {
-            "path": loc.url,
-            "array": spec.array,
-            "isel": spec.isel,
-            "meta": desc,
-            "store": metadata_fingerprint(loc, spec.array),
-        }
+    what = {
+        "path": loc.url,
+        "array": spec.array,
+        "isel": spec.isel,
+        "meta": desc,
+        "store": metadata_fingerprint(loc, spec.array),
+    }
+    if grid:  # another reading of the same array (left out otherwise: fingerprints stay)
+        what["sample_dims"] = list(grid)
+    fp = _sha(what)
+    mask_share, mask = 0.0, None
+    if grid:
+        arr = mark_sample_dims(arr, grid)
+        if check_chunks:  # something reads it: its mask decides what a fit on it sees
+            try:
+                mask = first_sample_mask(arr, grid)
+            except (OSError, ValueError) as exc:
+                problem((*where, "path"), f"input {name}: reading its first sample: {exc}")
+                return None
+        meta = _grid_meta(arr, grid, name, mask)
+        if root is not None:
+            mask_share = _first_sample_share(arr, loc, spec, grid, check_chunks)
+    else:
+        meta = ValueMeta(
+            "array",
+            tuple(int(s) for s in arr.shape),
+            tuple(str(d) for d in arr.dims),
+            np.dtype(arr.dtype),
+            frozenset([name]),
+        )
+    return InputPlan(
+        name, spec, loc.url, arr, sdim, fp, root, stored, meta, loc, reads, mask_share, mask
     )
-    meta = ValueMeta(
+
+
+def first_sample_mask(arr: Any, grid: tuple[str, ...]) -> Any:
+    """The mask of a grid input as a fit on it finds it: its features NaN at the first
+    sample (bool, the shape of the feature dims in their order). Planning reads the chunks
+    of that sample once, so that what it plans (the features a fit sees, hence its solver
+    and passes) is what the run does."""
+    first = arr.isel({d: 0 for d in grid})
+    values = np.asarray(first.values)
+    return np.isnan(values) if values.dtype.kind in "fc" else np.zeros(values.shape, dtype=bool)
+
+
+def _first_sample_share(
+    arr: Any, loc: Location, spec: InputSpec, grid: tuple[str, ...], check_chunks: bool
+) -> float:
+    """The passes over the stored array that reading a grid's first sample makes (a fit on
+    a grid finds its mask there: the chunks that hold it, read once more), from one listing
+    of the store; 0 when it cannot be known."""
+    first: dict[str, Any] = dict(spec.selection())
+    for dim in grid:  # its stored position (a negative one counts from the end, as isel)
+        sel = first.get(dim)
+        if isinstance(sel, slice):
+            backwards = sel.step is not None and sel.step < 0
+            first[dim] = [sel.start if sel.start is not None else (-1 if backwards else 0)]
+        else:
+            first[dim] = [sel[0] if sel else 0]
+    try:
+        counted = _counted(
+            arr, loc, spec.array, spec.missing_chunks if check_chunks else "fill", first
+        )
+    except OSError:
+        return 0.0
+    reads = counted[3] if counted is not None else None
+    return reads.share() if reads is not None else 0.0
+
+
+def _grid_sample_dims(
+    name: str, spec: InputSpec, arr: Any, problem: Callable[[tuple[Any, ...], str], None]
+) -> tuple[str, ...] | Literal[False] | None:
+    """The input's ``sample_dims`` (None: not a grid), or False after reporting why they
+    cannot be: given with ``sample_dim``, not dims of the array, repeated, or every dim
+    (a grid needs a feature dim)."""
+    grid = spec.grid_sample_dims()
+    if grid is None:
+        return None
+    where = ("inputs", name, "sample_dims")
+    dims = [str(d) for d in arr.dims]
+    if spec.sample_dim is not None:
+        problem(
+            where,
+            f"input {name}: give sample_dims or sample_dim, not both (sample_dims "
+            f"{list(grid)}, sample_dim {spec.sample_dim!r})",
+        )
+        return False
+    unknown = [d for d in grid if d not in dims]
+    if unknown:
+        problem(where, f"input {name}: sample_dims {unknown} are not dims of it (dims {dims})")
+        return False
+    if len(set(grid)) != len(grid):
+        problem(where, f"input {name}: sample_dims names a dim twice: {list(grid)}")
+        return False
+    if set(grid) == set(dims):
+        problem(
+            where,
+            f"input {name}: sample_dims {list(grid)} are all of its dims; the other dims are "
+            "the features, so at least one must be left",
+        )
+        return False
+    return grid
+
+
+def _grid_meta(arr: Any, grid: tuple[str, ...], name: str, mask: Any) -> ValueMeta:
+    """What the planner knows of a grid input: the 2-D rows the estimators read (the sample
+    dims stacked into rows, every other dim into features, the masked ones left out where
+    the ``mask`` is known)."""
+    n = math.prod(int(arr.sizes[d]) for d in grid)
+    d = math.prod(int(arr.sizes[f]) for f in arr.dims if f not in grid)
+    if mask is not None:
+        d -= int(np.count_nonzero(mask))
+    return ValueMeta(
         "array",
-        tuple(int(s) for s in arr.shape),
-        tuple(str(d) for d in arr.dims),
+        (n, d),
+        (grid[0] if len(grid) == 1 else None, None),
         np.dtype(arr.dtype),
         frozenset([name]),
     )
-    return InputPlan(name, spec, loc.url, arr, sdim, fp, root, stored, meta, loc, reads)
 
 
 def _counted(

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ddr.pipeline.fitplans import SAMPLE_DIMS_ATTR
 from ddr.pipeline.outputs import output_kind
 from ddr.pipeline.plan import OutputPlan, Phase, StepPlan, ValueMeta
 from ddr.pipeline.searches import SEARCH_OUTPUTS, SEARCH_PASSES
@@ -222,7 +223,7 @@ class Scheduling:
             return None
         est = step.op.cls(**step.spec.with_)
         try:
-            with dask.config.set(scheduler=_forbid_compute):
+            with dask.config.set(scheduler=_scheduler_for(args)):
                 plan = fit_plan(est, args)
         except (TypeError, ValueError) as exc:
             self.problem(("steps", step.id), f"{step.op.name}: {exc}")  # type: ignore[attr-defined]
@@ -236,7 +237,9 @@ class Scheduling:
         for role, ref in step.refs.items():
             head, _ = split_ref(ref)
             if head in self.inputs:
-                args[role] = self.inputs[head].array
+                inp = self.inputs[head]
+                grid = inp.array.attrs.get(SAMPLE_DIMS_ATTR)
+                args[role] = _grid_standin(inp.array, inp.grid_mask) if grid else inp.array
             else:
                 meta = self._ref_meta(ref)
                 if meta is None or meta.shape is None or any(s is None for s in meta.shape):
@@ -255,7 +258,7 @@ class Scheduling:
         import dask
 
         try:
-            with dask.config.set(scheduler=_forbid_compute):
+            with dask.config.set(scheduler=_scheduler_for(args)):
                 return plan_search(step.op, step.spec.with_, step.spec.search, args)
         except (TypeError, ValueError) as exc:
             self.problem(("steps", step.id, "search"), f"{step.op.name}: {exc}")  # type: ignore[attr-defined]
@@ -288,6 +291,48 @@ class Scheduling:
             return tags.fit.passes(int(meta.shape[0]), int(meta.shape[1]))
         except Exception:
             return None
+
+
+#: the name of the zeros a grid input is replaced by while planning
+_GRID_STANDIN = "ddr-grid-standin"
+
+
+def _grid_standin(arr: Any, mask: Any) -> Any:
+    """A grid input (``sample_dims:``) as zeros of its shape, chunks, dims, coordinates and
+    attributes, NaN where its ``mask`` (read while opening it) is: what a fit on it plans is
+    asked of these, since reading it as a grid reads its first sample again."""
+    import dask.array as da
+
+    ns = arr.ndim - (mask.ndim if mask is not None else 0)
+    nan = None
+    if mask is not None and mask.any() and np.dtype(arr.dtype).kind == "f":
+        nan = np.where(mask, np.nan, 0.0)
+    zeros = da.map_blocks(
+        _standin_block, nan, ns, np.dtype(arr.dtype), chunks=arr.data.chunks,
+        dtype=arr.dtype, name=f"{_GRID_STANDIN}-{da.core.tokenize(arr.shape, nan)}",
+        meta=np.empty((0,) * arr.ndim, dtype=arr.dtype),
+    )  # fmt: skip
+    return arr.copy(data=zeros)
+
+
+def _standin_block(nan: Any, ns: int, dtype: Any, block_info: Any = None) -> np.ndarray:
+    """A block of a grid's stand-in: zeros, NaN at the masked features."""
+    where = block_info[None]["array-location"]
+    shape = tuple(hi - lo for lo, hi in where)
+    if nan is None:
+        return np.zeros(shape, dtype=dtype)
+    part = nan[tuple(slice(lo, hi) for lo, hi in where[ns:])]
+    return np.broadcast_to(part, shape).astype(dtype)
+
+
+def _scheduler_for(args: dict[str, Any]) -> Any:
+    """Dask's synchronous scheduler where a grid's stand-in is among ``args`` (its first
+    sample, zeros, is computed: nothing is read), else one that refuses every compute."""
+    grid = any(
+        getattr(getattr(v, "data", None), "name", "").startswith(_GRID_STANDIN)
+        for v in args.values()
+    )
+    return "sync" if grid else _forbid_compute
 
 
 def _standin(meta: ValueMeta) -> Any:

@@ -145,6 +145,13 @@ class InputSpec(Strict):
     sample_dim: Name | None = Field(
         None, description="The dim that indexes samples (default: the first dim)."
     )
+    sample_dims: Name | list[Name] | None = Field(
+        None,
+        description="Read an array of any number of dims as a grid: these dims (a name or a "
+        "list) are the samples, every other dim a feature dim (e.g. [time] of time x lat x "
+        "lon); features NaN at every sample (a mask) are left out and come back as NaN in "
+        "the maps the model's attributes are written as. Not together with sample_dim.",
+    )
     chunks: dict[str, ChunkSize] | None = Field(
         None, description="Rechunk by dim name, e.g. {sample: 200000}; -1 means one chunk."
     )
@@ -160,6 +167,12 @@ class InputSpec(Strict):
         "the store, before any data is read.",
     )
     description: str = ""
+
+    def grid_sample_dims(self) -> tuple[str, ...] | None:
+        """``sample_dims`` as a tuple (None: the input is read as 2-D rows)."""
+        if self.sample_dims is None:
+            return None
+        return (self.sample_dims,) if isinstance(self.sample_dims, str) else tuple(self.sample_dims)
 
     def selection(self) -> dict[str, slice | list[int]]:
         """``isel`` as xarray indexers."""

@@ -17,6 +17,7 @@ __all__ = [
     "as_dataarray",
     "consistent_rows",
     "data_of",
+    "grid_coord_attrs",
     "lazy_row_numbers",
     "raw_writes",
     "regular_chunks",
@@ -153,6 +154,27 @@ def lazy_row_numbers(ds: Any) -> Any:
         attrs = dict(ds[dim].attrs)
         coord = xr.Coordinates({dim: xr.Variable(dim, values, attrs)}, indexes={})
         ds = ds.drop_indexes(dim).drop_vars(dim).assign_coords(coord)
+    return ds
+
+
+def grid_coord_attrs(ds: Any, inputs: list[Any]) -> Any:
+    """``ds`` with the attributes of the coordinates of the grid inputs (``sample_dims:``;
+    ``units``, ``standard_name``, ... of ``lat``, ``lon``, ``time``) on its coordinates of
+    the same name and shape that have none: the maps and time series of a model fitted on a
+    grid keep its coordinates' values, not their CF attributes."""
+    from ddr.pipeline.fitplans import SAMPLE_DIMS_ATTR
+    from ddr.stats._input import ROW_NUMBERS_ATTR
+
+    found: dict[Any, Any] = {}
+    for arr in inputs:
+        if not arr.attrs.get(SAMPLE_DIMS_ATTR):
+            continue
+        for name, coord in arr.coords.items():
+            if coord.attrs and ROW_NUMBERS_ATTR not in coord.attrs:
+                found.setdefault(name, coord)
+    for name, coord in found.items():
+        if name in ds.coords and not ds[name].attrs and ds[name].shape == coord.shape:
+            ds = ds.assign_coords({name: ds[name].copy().assign_attrs(coord.attrs)})
     return ds
 
 

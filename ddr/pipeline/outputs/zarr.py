@@ -11,6 +11,7 @@ from ddr.config.errors import RunError
 from ddr.pipeline.outputs.arrays import (
     as_dataarray,
     consistent_rows,
+    grid_coord_attrs,
     lazy_row_numbers,
     raw_writes,
     regular_chunks,
@@ -227,6 +228,7 @@ class ZarrKind(StoreKind):
                     f"output {_rel(out.path)}",
                 )
             ds = ds.assign_coords({cname: (sdim, arr.data)})
+        ds = grid_coord_attrs(ds, [i.array for i in w.plan.inputs.values()])
         ds = variable_strings(lazy_row_numbers(ds))
         return regular_chunks(ds) if regular else ds
 

@@ -30,6 +30,7 @@ from ddr.pipeline.outputs.plots.loglik import LoglikPlot, draw_loglik
 from ddr.pipeline.outputs.plots.bic import BicPlot as BicPlot, draw_bic as draw_bic
 from ddr.pipeline.outputs.plots.sizes import SizesPlot as SizesPlot, draw_sizes as draw_sizes
 from ddr.pipeline.outputs.plots.search import SearchPlot as SearchPlot, draw_search as draw_search
+from ddr.pipeline.outputs.plots.maps import MapsPlot as MapsPlot, draw_maps as draw_maps
 # isort: on
 
 __all__ = [
