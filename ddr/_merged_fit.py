@@ -212,6 +212,11 @@ def merge_fits(*models: Any) -> Any:
                 f"merge_fits: model {i} was fitted with {_describe(_shape_facts(model))}, "
                 f"model 0 with {_describe(_shape_facts(first))}"
             )
+        if not _same_feature_weights(model, first):
+            raise ValueError(
+                f"merge_fits: model {i}'s feature_weights differ from model 0's; the merged "
+                "statistics are solved with one set of weights"
+            )
     merged = first._fit_statistics()
     for model in models[1:]:
         merged = merge_statistics(merged, model._fit_statistics())
@@ -220,10 +225,20 @@ def merge_fits(*models: Any) -> Any:
         setattr(out, fact, value)
     if hasattr(first, "feature_names_in_"):
         out.feature_names_in_ = first.feature_names_in_
+    if getattr(first, "feature_weights_", None) is not None:  # the solve applies them
+        out.feature_weights_ = first.feature_weights_
     out = out._solve_statistics(merged)
     if isinstance(out, MergedFitMixin):
         setattr(out, out._statistics_attr, merged)
     return out
+
+
+def _same_feature_weights(a: Any, b: Any) -> bool:
+    """Whether two fits have the same ``feature_weights_`` (a decomposition's; None: none)."""
+    wa, wb = getattr(a, "feature_weights_", None), getattr(b, "feature_weights_", None)
+    if wa is None or wb is None:
+        return wa is None and wb is None
+    return bool(np.array_equal(wa, wb))
 
 
 def _same_params(a: dict[str, Any], b: dict[str, Any]) -> bool:

@@ -41,6 +41,7 @@ from ddr.stats._input import Rows, is_dask
 
 __all__ = [
     "FeatureWeighted",
+    "is_lazy",
     "resolve_feature_weights",
     "same_weights",
     "scale_columns",
@@ -106,6 +107,11 @@ def resolve_feature_weights(weights: Any, rows: Rows, estimator: str) -> np.ndar
             sizes = f"{n}" if full == n else f"{n} (the unmasked features) or {full} (the grid)"
             raise ValueError(f"{estimator}: {_NAME} has {w.size} weights; X has {sizes} features")
     return _checked(w, estimator)
+
+
+def is_lazy(weights: Any) -> bool:
+    """Whether ``weights`` are a dask array or a DataArray of one (read when needed)."""
+    return is_dask(weights) or is_dask(getattr(weights, "data", None))
 
 
 def _numeric(values: Any, estimator: str) -> np.ndarray:

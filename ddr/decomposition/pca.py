@@ -27,6 +27,7 @@ out; DataArray in, DataArray out with the sample coordinate and a ``component`` 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable
 from numbers import Integral, Real
 from typing import Any, ClassVar
@@ -48,6 +49,7 @@ from ddr.base import (
 )
 from ddr.decomposition._feature_weights import (
     FeatureWeighted,
+    is_lazy,
     resolve_feature_weights,
     same_weights,
 )
@@ -448,8 +450,18 @@ class PCA(
         if self._resolve_solver(rows.shape[1]) != "covariance_eigh":
             return None
         weights = fit_params.get("feature_weights")
-        self.feature_weights_ = resolve_feature_weights(weights, rows, "PCA")
-        return self._covariance_plan(rows, fit_params.get("sample_weight"))
+        plan = self._covariance_plan(rows, fit_params.get("sample_weight"))
+        if not is_lazy(weights):
+            self.feature_weights_ = resolve_feature_weights(weights, rows, "PCA")
+            return plan
+        solve = plan.finish
+
+        def finish(moments: Moments) -> PCA:
+            # lazy weights (a pipeline's input) are read after the pass: planning reads nothing
+            self.feature_weights_ = resolve_feature_weights(weights, rows, "PCA")
+            return solve(moments)
+
+        return dataclasses.replace(plan, finish=finish)
 
     def _covariance_plan(self, rows: Any, sample_weight: Any = None) -> FitPlan:
         if sample_weight is None:  # with weights the solve checks their sum

@@ -166,6 +166,8 @@ def _roles(cls: type, method: str, *, with_model: bool) -> tuple[Role, ...]:
             ndim: int | None = 1
         elif p.name == "y":
             ndim = None  # ignored (PCA), or a second view of any width (CCA)
+        elif p.name == "feature_weights":
+            ndim = None  # along the features: 1-D, or some of a grid's feature dims
         else:
             ndim = 2
         roles.append(Role(p.name, required, "array", ndim))
