@@ -384,11 +384,6 @@ def test_partial_fit_keeps_the_weights_of_the_first_batch():
 
 
 # ------------------------------------------------------------------------ pipeline
-@pytest.mark.xfail(
-    strict=True,
-    reason="the planner takes the feature_weights role (along features: not renamed to the "
-    "sample dim, no row-count check) but the runner hands the fit a 0-length weights array",
-)
 def test_pipeline_fit_with_a_weights_input(tmp_path, monkeypatch):
     from ddr.pipeline import plan_pipeline, run_plan
 

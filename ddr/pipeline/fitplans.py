@@ -12,6 +12,7 @@ import inspect
 from typing import Any
 
 from ddr.base import FitPlan
+from ddr.pipeline.registry import FEATURE_ROLES
 from ddr.stats._grid import SampleDims
 
 __all__ = ["SAMPLE_DIMS_ATTR", "call", "call_kwargs", "fit_plan", "mark_sample_dims"]
@@ -56,7 +57,8 @@ def _aligned(args: dict[str, Any]) -> dict[str, Any]:
         dims = getattr(value, "dims", None)
         if (
             sdim is not None
-            and role not in ("X", "feature_weights")  # those lie along the features
+            and role != "X"
+            and role not in FEATURE_ROLES  # along the features, not the samples
             and dims is not None
             and len(dims) == 1
             and dims[0] != sdim

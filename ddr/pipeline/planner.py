@@ -323,8 +323,8 @@ class _Planner(OutputChecks, Scheduling, Fingerprinting, StatePlanning, UpdatePl
         d = X.shape[1] if X is not None and X.shape and len(X.shape) == 2 else None
         for role, meta in metas.items():
             r = op.role(role)
-            # feature_weights lie along the features (one per column), not the rows
-            along_rows = role not in ("X", "feature_weights")
+            # feature weights lie along the features (one per column), not the rows
+            along_rows = role != "X" and role not in registry.FEATURE_ROLES
             if r.kind == "array" and along_rows and meta.shape and n is not None:
                 if meta.shape[0] is not None and meta.shape[0] != n:
                     self.problem(

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ddr.pipeline.plan import Plan, StepPlan
+from ddr.pipeline.registry import FEATURE_ROLES
 from ddr.pipeline.run_state import RunState, StepRecord, write_state
 from ddr.pipeline.state_plan import cut_rows
 
@@ -99,7 +100,10 @@ def recorded_fit(step: StepPlan, args: dict[str, Any], plan: Plan) -> RecordedFi
     items: list[Any] = []
     solver: Any = None
     for lo, hi in parts:
-        rows = {role: v if role == "model" else cut_rows(v, lo, hi) for role, v in args.items()}
+        rows = {
+            role: v if role == "model" or role in FEATURE_ROLES else cut_rows(v, lo, hi)
+            for role, v in args.items()
+        }
         if step.op.family == "statistic":
             items.append(_lazy_statistic(step, rows))
             continue

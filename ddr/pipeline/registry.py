@@ -46,6 +46,7 @@ from ddr.tags import check_estimator_class
 
 __all__ = [
     "APPLY_METHODS",
+    "FEATURE_ROLES",
     "FIT_METHODS",
     "Op",
     "Param",
@@ -137,6 +138,11 @@ class Op:
         return next((r for r in self.roles if r.name == name), None)
 
 
+#: roles of a fit that lie along X's features, not its rows (one value per feature, or a
+#: DataArray on some of a grid's feature dims): never cut into runs of rows, renamed to the
+#: sample dim or checked against X's row count
+FEATURE_ROLES = frozenset({"feature_weights"})
+
 _LOCK = threading.RLock()
 _OPS: dict[str, Op] | None = None
 _UNAVAILABLE: dict[str, str] = {}
@@ -166,7 +172,7 @@ def _roles(cls: type, method: str, *, with_model: bool) -> tuple[Role, ...]:
             ndim: int | None = 1
         elif p.name == "y":
             ndim = None  # ignored (PCA), or a second view of any width (CCA)
-        elif p.name == "feature_weights":
+        elif p.name in FEATURE_ROLES:
             ndim = None  # along the features: 1-D, or some of a grid's feature dims
         else:
             ndim = 2
