@@ -384,7 +384,17 @@ def test_partial_fit_keeps_the_weights_of_the_first_batch():
 
 
 # ------------------------------------------------------------------------ pipeline
-def test_pipeline_fit_with_a_weights_input(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("op", "params"),
+    [
+        ("PCA", {"n_components": 3}),
+        ("RotatedPCA", {"n_components": 3}),
+        ("TruncatedSVD", {"n_components": 3, "n_oversamples": 6}),
+    ],
+)
+def test_pipeline_fit_with_a_weights_input(tmp_path, monkeypatch, op, params):
+    """The fit's feature_weights role takes an input along the features (planned without
+    reading it; read after the pass), and the model equals the direct fit."""
     from ddr.pipeline import plan_pipeline, run_plan
 
     rng = np.random.default_rng(0)
@@ -394,23 +404,24 @@ def test_pipeline_fit_with_a_weights_input(tmp_path, monkeypatch):
         {"X": (("time", "channel"), X), "w": (("channel",), w)},
     ).to_zarr(tmp_path / "data.zarr", consolidated=False)
     (tmp_path / "p.yaml").write_text(
-        """
+        f"""
 ddr: 1
 name: weighted
 inputs:
-  X: {path: data.zarr, array: X, dims: [time, channel]}
-  w: {path: data.zarr, array: w, dims: [channel]}
+  X: {{path: data.zarr, array: X, dims: [time, channel]}}
+  w: {{path: data.zarr, array: w, dims: [channel]}}
 steps:
-  pca: {op: PCA.fit, inputs: {X: X, feature_weights: w}, with: {n_components: 3}}
+  fit: {{op: {op}.fit, inputs: {{X: X, feature_weights: w}}, with: {json.dumps(params)}}}
 outputs:
-  - {kind: metrics, from: [pca.explained_variance_ratio_], path: m.json}
+  - {{kind: metrics, from: [fit.explained_variance_ratio_], path: m.json}}
 """
     )
     monkeypatch.chdir(tmp_path)
     with dask.config.set(scheduler="threads"):
-        run_plan(plan_pipeline(tmp_path / "p.yaml", []))
-    got = json.loads((tmp_path / "m.json").read_text())["pca.explained_variance_ratio_"]
-    direct = ddr.PCA(3).fit(X, feature_weights=w)
+        summary = run_plan(plan_pipeline(tmp_path / "p.yaml", []))
+    assert summary.passes == {"X": 1.0, "w": 1.0}  # one pass over X; the weights read once
+    got = json.loads((tmp_path / "m.json").read_text())["fit.explained_variance_ratio_"]
+    direct = getattr(ddr, op)(**params).fit(X, feature_weights=w)
     np.testing.assert_allclose(got, direct.explained_variance_ratio_, rtol=1e-12)
-    plain = ddr.PCA(3).fit(X)
+    plain = getattr(ddr, op)(**params).fit(X)
     assert not np.allclose(got, plain.explained_variance_ratio_)

@@ -45,6 +45,7 @@ __all__ = [
     "resolve_feature_weights",
     "same_weights",
     "scale_columns",
+    "weighted_gram",
     "weighted_scatter_eigh",
     "weighted_statistic",
 ]
@@ -244,6 +245,16 @@ def weighted_statistic(stat: Any, w: np.ndarray | None) -> Any:
         return stat
     sq = stat.sq * w**2 if stat.sq.size else stat.sq
     return dataclasses.replace(stat, product=stat.product * w[:, None], sq=sq)
+
+
+def weighted_gram(stat: Any, w: np.ndarray | None) -> Any:
+    """A :class:`~ddr.stats.GramProduct` for the identity basis (``X^T X`` itself) turned
+    into the weighted data's: ``diag(w) X^T X diag(w)``; the diagonal scales by ``w**2``.
+    Statistics that merge stay the data's own, whatever the weights."""
+    if w is None:
+        return stat
+    sq = stat.sq * w**2 if stat.sq.size else stat.sq
+    return dataclasses.replace(stat, product=stat.product * w[:, None] * w[None, :], sq=sq)
 
 
 def weighted_scatter_eigh(

@@ -25,9 +25,11 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ddr.base import FEATURE, FitPlan, MergedFitMixin, check_some_weight, fit_context
 from ddr.decomposition._feature_weights import (
     FeatureWeighted,
+    is_lazy,
     resolve_feature_weights,
     same_weights,
     scale_columns,
+    weighted_gram,
     weighted_scatter_eigh,
     weighted_statistic,
 )
@@ -260,22 +262,33 @@ class TruncatedSVD(
         if self.algorithm == "arpack":
             return None
         rows = self._rows(X, reset=True, sample_dim=fit_params.get("sample_dim"))
-        w = self._fit_weights(fit_params.get("feature_weights"), rows)
         n, d = rows.shape
         if randomized_passes(d, self._width(d), self.n_iter) != 1:
             return None
         self._check_k(float(n) + self._rows_merged(), d)  # a partial_fit: all rows so far
+        weights, sample_weight = fit_params.get("feature_weights"), fit_params.get("sample_weight")
         if self._merges(d):
             # the basis spans R^d: any orthonormal one gives the same eigensystem, and the
             # identity is the same for every batch of a partial_fit and every site of
-            # ddr.merge_fits, so their statistics merge
-            V = np.eye(d)
-        else:  # a sketch: its statistic depends on the draw and merges with no other
-            V = initial_basis(d, self._width(d), check_random_state(self.random_state))
-        Vw = V if w is None else V * w[:, None]  # the weighted basis (see _feature_weights)
-        stat = lazy_pass(
-            rows.data, Vw, None, centre=False, sample_weight=fit_params.get("sample_weight")
-        )
+            # ddr.merge_fits, so their statistics merge; X^T X itself is known, so the
+            # feature weights enter the solve (_solve_statistics), lazy ones read after it
+            lazy_weights = is_lazy(weights)
+            if not lazy_weights:
+                self._fit_weights(weights, rows)
+            stat = lazy_pass(rows.data, np.eye(d), None, centre=False, sample_weight=sample_weight)
+
+            def finish(value: Any) -> TruncatedSVD:
+                if lazy_weights:
+                    self._fit_weights(weights, rows)
+                return self._solve_statistics(value)
+
+            return FitPlan.over(rows, stat, finish)
+        # a sketch: its statistic depends on the draw and merges with no other; the weights
+        # scale its basis (see _feature_weights)
+        w = self._fit_weights(weights, rows)
+        V = initial_basis(d, self._width(d), check_random_state(self.random_state))
+        Vw = V if w is None else V * w[:, None]
+        stat = lazy_pass(rows.data, Vw, None, centre=False, sample_weight=sample_weight)
         return FitPlan.over(
             rows, stat, lambda value: self._set(single_pass_eigh(weighted_statistic(value, w), V))
         )
@@ -301,10 +314,9 @@ class TruncatedSVD(
         return self.algorithm != "arpack" and self._width(n_features) >= n_features
 
     def _solve_statistics(self, value: Any) -> TruncatedSVD:
-        w = self._weights()
-        return self._set(
-            single_pass_eigh(weighted_statistic(value, w), np.eye(self.n_features_in_))
-        )
+        """Solve ``X^T X`` (the statistic for the identity basis), feature weights applied."""
+        value = weighted_gram(value, self._weights())
+        return self._set(single_pass_eigh(value, np.eye(self.n_features_in_)))
 
     @fit_context
     def fit(
