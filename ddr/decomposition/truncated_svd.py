@@ -297,7 +297,7 @@ class TruncatedSVD(
         """Resolve ``feature_weights`` and set ``feature_weights_``; a batch merged by
         ``partial_fit`` keeps the model's (repeating them is allowed, others are an error)."""
         w = resolve_feature_weights(feature_weights, rows, "TruncatedSVD")
-        if getattr(self, "_merging_count", 0.0):
+        if getattr(self, "_merging_count", 0.0) and hasattr(self, "feature_weights_"):
             held = self._weights()
             if w is not None and not same_weights(w, held):
                 raise ValueError(
