@@ -109,8 +109,8 @@ def test_every_export_declares_its_facts(cls):
     assert isinstance(tags.fit.mergeable(100, 3), bool)
     assert tags.fit.passes(100, 3) in (None, 1, 2, 3, 4, 5, 6)
     assert all(spec.cls.__name__ for spec, _ in tags.fit.statistics(3))
-    if tags.fit.solve_params:  # parameters that enter only the solve: of a mergeable fit
-        assert tags.fit.mergeable(100, 3)
+    if tags.fit.solve_params:  # parameters that enter only the solve: of a one-pass fit
+        assert tags.fit.mergeable(100, 3) or tags.fit.searchable(100, 3)
     for method in (tags.translation_invariant, tags.loglik_attribute):
         assert method is None or isinstance(method, str)
     if tags.transformer is not None:
