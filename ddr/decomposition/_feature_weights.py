@@ -390,7 +390,7 @@ class FeatureWeighted:
     def as_xarray(self, name: str, *, weighted: bool = True) -> Any:
         """A fitted attribute as a DataArray with named dims and the features' coordinates.
 
-        As :meth:`ddr.base.DDRMixin.as_xarray`, plus ``weighted``: with ``weighted=False``
+        As every ddr estimator's ``as_xarray``, plus ``weighted``: with ``weighted=False``
         the maps of a fit with ``feature_weights`` (``components_``) are given in the data's
         own units, ``components_ / feature_weights_`` (NaN where a weight is 0): the
         patterns the scores multiply to rebuild the data, as ``inverse_transform`` does.
