@@ -425,3 +425,53 @@ outputs:
     np.testing.assert_allclose(got, direct.explained_variance_ratio_, rtol=1e-12)
     plain = getattr(ddr, op)(**params).fit(X)
     assert not np.allclose(got, plain.explained_variance_ratio_)
+
+
+# ------------------------------------------------------ Datasets and the PPCA model
+def test_dataset_fit_takes_a_dataarray_or_a_dataset_of_weights():
+    X = grid()
+    stations = xr.DataArray(
+        np.random.default_rng(1).standard_normal((T, 4)),
+        dims=("time", "station"),
+        coords={"time": X.time},
+    )
+    both = xr.Dataset({"sst": X, "gauge": stations})
+    ws = xr.Dataset({"sst": coslat(X), "gauge": xr.DataArray([1.0, 2.0, 0.5, 1.0], dims="station")})
+    pca = ddr.PCA(K).fit(both, sample_dims="time", feature_weights=ws)
+    ref_w = np.concatenate([reference(X, coslat(X))["w"], [1.0, 2.0, 0.5, 1.0]])
+    np.testing.assert_array_equal(pca.feature_weights_, ref_w)
+    flat = np.hstack([X.values.reshape(T, -1)[:, reference(X, coslat(X))["keep"]], stations.values])
+    Xw = (flat - flat.mean(axis=0)) * ref_w
+    _, s, Vt = np.linalg.svd(Xw, full_matrices=False)
+    np.testing.assert_allclose(pca.explained_variance_, s[:K] ** 2 / (T - 1), rtol=1e-10)
+    np.testing.assert_allclose(_sign_align(Vt[:K], pca.components_, 0), pca.components_, atol=1e-10)
+    maps = pca.as_xarray("components_", weighted=False)
+    assert set(maps.data_vars) == {"sst", "gauge"}
+    assert "unweighted" in maps["gauge"].attrs["long_name"]
+    # a DataArray on (lat,) applies to every variable with a lat: the gauges have none
+    with pytest.raises(ValueError, match="not feature dims"):
+        ddr.PCA(K).fit(
+            both, sample_dims="time", feature_weights=xr.DataArray(np.ones(4), dims="station")
+        )
+    with pytest.raises(ValueError, match="without the variable 'gauge'"):
+        ddr.PCA(K).fit(both, sample_dims="time", feature_weights=ws[["sst"]])
+
+
+def test_probabilistic_model_is_that_of_the_weighted_data():
+    from sklearn.decomposition import PCA as SkPCA
+
+    X = grid()
+    w = coslat(X)
+    ref = reference(X, w)
+    flat = X.values.reshape(T, -1)[:, ref["keep"]]
+    pca = ddr.PCA(K).fit(X, sample_dims="time", feature_weights=w)
+    sk = SkPCA(K).fit(flat * ref["w"])
+    np.testing.assert_allclose(
+        pca.score_samples(X).values, sk.score_samples(flat * ref["w"]), rtol=1e-9
+    )
+    np.testing.assert_allclose(pca.get_covariance(), sk.get_covariance(), atol=1e-10)
+    # rotating a fitted weighted PCA keeps its weights and its weighted scores
+    rot = ddr.RotatedPCA.from_pca(pca)
+    np.testing.assert_array_equal(rot.feature_weights_, pca.feature_weights_)
+    fitted = ddr.RotatedPCA(K).fit(X, sample_dims="time", feature_weights=w)
+    np.testing.assert_allclose(rot.transform(X).values, fitted.transform(X).values, atol=1e-9)
