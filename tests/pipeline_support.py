@@ -23,6 +23,7 @@ import dask
 
 from ddr.demo import DemoSpec, write_demo_data
 from ddr.demo_counts import CountsSpec, write_counts_data
+from ddr.demo_gridded import GriddedSpec, write_gridded_data
 
 ROOT = Path(__file__).resolve().parents[1]
 PIPELINES = ROOT / "pipelines"
@@ -38,6 +39,8 @@ DATASETS = {
 }
 #: the word-count corpora (CSR groups) the example pipelines read by default
 COUNTS = {"corpus.zarr": CountsSpec(800, 60, 3, doc_length=60, chunk_rows=200, seed=1)}
+#: the gridded fields (time x lat x lon, land NaN) the example pipelines read by default
+GRIDDED = {"gridded.zarr": GriddedSpec(240, 18, 36, chunk_rows=60, seed=0)}
 
 #: --set overrides that fit the example pipelines to the small datasets
 OVERRIDES = {
@@ -75,6 +78,8 @@ def make_data(directory: Path) -> Path:
             write_demo_data(directory / name, spec, if_exists="skip-if-complete")
         for name, counts in COUNTS.items():
             write_counts_data(directory / name, counts, if_exists="skip-if-complete")
+        for name, field in GRIDDED.items():
+            write_gridded_data(directory / name, field, if_exists="skip-if-complete")
     return directory
 
 

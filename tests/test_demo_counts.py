@@ -86,6 +86,7 @@ def test_cli_kind_counts(tmp_path):
     res = runner.invoke(app, args)
     assert res.exit_code == 2 and "already exists and is complete" in res.output
     res = runner.invoke(app, ["demo-data", str(tmp_path / "x.zarr"), "--kind", "words"])
-    assert res.exit_code == 2 and "--kind must be 'dense' or 'counts'; got 'words'" in res.output
+    assert res.exit_code == 2
+    assert "--kind must be one of dense, counts, gridded; got 'words'" in res.output
     res = runner.invoke(app, ["inspect", str(out)])
     assert "X: (300, 40) int32, sparse (CSR group)" in res.output

@@ -33,6 +33,8 @@ from ddr.pipeline.lineage import rows_role
 SHRINK = {"--n-samples": 4000, "--n-features": 30, "--chunk-rows": 500}
 #: wider data for the randomized solver (its passes depend on the width)
 SHRINK_WIDE = {"--n-samples": 2000, "--n-features": 200, "--chunk-rows": 250}
+#: the gridded field the headers make, shrunk (time steps, grid, chunks)
+SHRINK_GRIDDED = {"--n-samples": 240, "--n-lat": 18, "--n-lon": 36, "--chunk-rows": 60}
 #: --set values that fit the pipelines to the shrunk data (the header's own --set come after)
 FIT = {
     "classify": ["train_end=3000", "test_start=3000"],
@@ -74,6 +76,8 @@ def run_header(name: str, checks: dict) -> None:
         args = cmd[1:]
         if args[0] == "demo-data":
             limits = SHRINK_WIDE if "wide" in args[1] else SHRINK
+            if "gridded" in args:  # --kind gridded: time steps and a grid, no features
+                limits = SHRINK_GRIDDED
             args = [*shrink(args, limits), "--force"]
         elif args[0] == "run":
             pipeline = args[1]
@@ -434,6 +438,63 @@ def check_grid_search(sets: list[str]) -> None:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
+def check_eof(sets: list[str]) -> None:
+    """The maps are the known modes (correlation over the ocean points > 0.99), and equal to
+    a numpy reference on the stacked masked array (time x ocean points, float64) to 1e-8:
+    EOFs, variance fractions, variances, mean and the time series; land NaN in every map;
+    coordinates and their attributes those of the input; the maps plot as xarray draws them."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    data = xr.open_zarr("gridded.zarr")
+    eofs = opened("eof-output/eofs.zarr")
+    pcs = opened("eof-output/pcs.zarr")["pcs"]
+    comp = eofs["components"]
+    assert comp.dims == ("component", "lat", "lon")
+    assert comp.attrs["long_name"] == "components of PCA" and comp.attrs["ddr:estimator"] == "PCA"
+    assert eofs["lat"].attrs["units"] == "degrees_north"
+    np.testing.assert_array_equal(eofs["lat"].values, data["lat"].values)
+    land = data["land"].values.astype(bool)
+    assert np.isnan(comp.values[:, land]).all() and np.isfinite(comp.values[:, ~land]).all()
+    assert np.isnan(eofs["mean"].values[land]).all()
+    # the known modes: orthonormal over the ocean points, as the EOFs
+    truth = data["true_components"].values[:, ~land]
+    fitted = comp.values[:, ~land]
+    k = truth.shape[0]
+    corr = np.abs(np.sum(fitted[:k] * truth, axis=1))
+    assert np.all(corr > 0.99), corr
+    np.testing.assert_allclose(
+        eofs["explained_variance"].values[:k], data["true_explained_variance"].values, rtol=0.15
+    )
+    # numpy reference: the stacked masked array, centred, its covariance's eigenvectors
+    X = data["t2m"].values.reshape(data.sizes["time"], -1)[:, ~land.ravel()].astype(np.float64)
+    mean = X.mean(axis=0)
+    evals, evecs = np.linalg.eigh(np.cov(X, rowvar=False))
+    evals, evecs = evals[::-1], evecs[:, ::-1]
+    n = fitted.shape[0]
+    ref = evecs[:, :n].T
+    ref *= np.sign(np.sum(ref * fitted, axis=1))[:, None]  # the signs are the fit's choice
+    np.testing.assert_allclose(fitted, ref, atol=1e-8)
+    np.testing.assert_allclose(eofs["explained_variance"].values, evals[:n], rtol=1e-8)
+    np.testing.assert_allclose(
+        eofs["explained_variance_ratio"].values, evals[:n] / evals.sum(), rtol=1e-8
+    )
+    np.testing.assert_allclose(eofs["mean"].values[~land], mean, rtol=1e-8)
+    assert pcs.dims == ("time", "component")
+    np.testing.assert_array_equal(pcs["time"].values, data["time"].values)
+    scores = (X - mean) @ fitted.T
+    # the time series are stored in the input's dtype (float32): to its precision
+    np.testing.assert_allclose(pcs.values, scores, rtol=1e-5, atol=1e-5 * np.abs(scores).max())
+    grid = comp.plot(col="component")  # what the page promises
+    assert len(grid.axs.ravel()) >= n
+    with open("eof-output/eof-maps.png", "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    summary = metrics("eof-output/run-summary.json")
+    # one pass to fit, one to write the time series, and the fit's read of the first
+    # time step's chunk (its mask): 1/4 of t2m in 4 chunks of time
+    assert summary["passes"] == {"T": pytest.approx(2.25, abs=0.01)}
+
+
 CHECKS = {
     "quickstart": check_quickstart,
     "randomized-pca-wide": check_randomized,
@@ -450,6 +511,7 @@ CHECKS = {
     "kmeans": check_kmeans,
     "gaussian-mixture": check_gaussian_mixture,
     "grid-search": check_grid_search,
+    "eof": check_eof,
 }
 
 

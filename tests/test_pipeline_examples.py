@@ -14,6 +14,7 @@ from pipeline_support import (
     CLUSTER_CONFIGS,
     COUNTS,
     DATASETS,
+    GRIDDED,
     OVERRIDES,
     PIPELINES,
     example_names,
@@ -42,6 +43,7 @@ def test_there_is_a_pipeline_per_family():
         "one-pass-statistics",
         "lsa-plsa",
         "grid-search",
+        "eof",
     } <= set(NAMES)
 
 
@@ -70,7 +72,7 @@ def _outputs_complete(plan) -> None:
 def local_dir(data, tmp_path_factory):
     """One working directory for all pipelines (apply-saved reads what fit-once wrote)."""
     d = tmp_path_factory.mktemp("examples-local")
-    for name in (*DATASETS, *COUNTS):
+    for name in (*DATASETS, *COUNTS, *GRIDDED):
         (d / name).symlink_to(data / name)
     return d
 
@@ -101,7 +103,7 @@ def scheduler_address(tmp_path_factory):
 @pytest.fixture(scope="module")
 def address_dir(data, tmp_path_factory):
     d = tmp_path_factory.mktemp("examples-address")
-    for name in (*DATASETS, *COUNTS):
+    for name in (*DATASETS, *COUNTS, *GRIDDED):
         (d / name).symlink_to(data / name)
     return d
 

@@ -109,7 +109,10 @@ def open_pipeline_input(
     except OSError as exc:  # the store stopped answering since the input was opened
         problem((*where, "path"), f"input {name}: {exc}")
         return None
+    mask_share = 0.0
     if counted is not None:
+        if grid and check_chunks:  # the stored array as opened: what its chunks hold
+            mask_share = _first_sample_share(arr, loc, spec, grid, check_chunks)
         arr, root, stored, reads = counted
     for dim in grid or (sdim,):
         arr = _with_row_numbers(arr, dim, name)
@@ -163,7 +166,7 @@ def open_pipeline_input(
     if grid:  # another reading of the same array (left out otherwise: fingerprints stay)
         what["sample_dims"] = list(grid)
     fp = _sha(what)
-    mask_share, mask = 0.0, None
+    mask = None
     if grid:
         arr = mark_sample_dims(arr, grid)
         if check_chunks:  # something reads it: its mask decides what a fit on it sees
@@ -173,8 +176,6 @@ def open_pipeline_input(
                 problem((*where, "path"), f"input {name}: reading its first sample: {exc}")
                 return None
         meta = _grid_meta(arr, grid, name, mask)
-        if root is not None:
-            mask_share = _first_sample_share(arr, loc, spec, grid, check_chunks)
     else:
         meta = ValueMeta(
             "array",

@@ -1,0 +1,180 @@
+"""Pipelines on grids (issue 32 item 2): an input with ``sample_dims:`` is read as a grid
+(time x lat x lon, a land mask), fits on it take the grid path, and what is written of the
+model comes back on the grid: maps with the input's coordinates and their attributes, NaN at
+the mask; time series on the sample dims. Planned passes are the measured ones, the fit's
+read of the first sample (its mask) included; bad ``sample_dims`` are refused with their
+place in the file; the ``maps`` plot draws the maps."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import ddr
+from ddr.demo_gridded import GriddedSpec, write_gridded_data
+from ddr.pipeline import PipelineError, plan_pipeline, run_plan
+
+SPEC = GriddedSpec(96, 8, 12, chunk_rows=24, seed=3)
+
+
+@pytest.fixture(scope="module")
+def field(tmp_path_factory):
+    d = tmp_path_factory.mktemp("grid")
+    write_gridded_data(d / "g.zarr", SPEC)
+    return d
+
+
+def write_pipeline(d, inputs: str, outputs: str, steps: str | None = None) -> str:
+    steps = (
+        steps
+        or """
+      pca: {op: PCA.fit, inputs: {X: T}, with: {n_components: 2}}
+      scores: {op: PCA.transform, inputs: {model: pca, X: T}}
+    """
+    )
+    text = "ddr: 1\nname: grid\ninputs:\n" + textwrap.indent(textwrap.dedent(inputs), "  ")
+    text += "steps:\n" + textwrap.indent(textwrap.dedent(steps).strip() + "\n", "  ")
+    text += "outputs:\n" + textwrap.indent(textwrap.dedent(outputs).strip() + "\n", "  ")
+    (d / "p.yaml").write_text(text)
+    return str(d / "p.yaml")
+
+
+MAPS = """
+- {kind: zarr, from: {components: pca.components_, mean: pca.mean_}, path: out/maps.zarr}
+- {kind: zarr, from: scores, path: out/scores.zarr}
+"""
+
+
+def problems(path: str) -> list[str]:
+    with pytest.raises(PipelineError) as info:
+        plan_pipeline(path, [])
+    return [str(p) for p in info.value.problems]
+
+
+def test_fit_on_a_grid_writes_maps_and_time_series(field, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = write_pipeline(
+        tmp_path, f"T: {{path: {field}/g.zarr, array: t2m, sample_dims: time}}\n", MAPS
+    )
+    plan = plan_pipeline(path, [])
+    land = xr.open_zarr(field / "g.zarr")["land"].values.astype(bool)
+    # the planner knows the features a fit sees: the ocean points (read from the first
+    # time step while planning), and the passes: fit, the mask's chunk again, the scores
+    assert plan.inputs["T"].meta.shape == (96, int((~land).sum()))
+    assert plan.passes() == {"T": "2.25"}
+    summary = run_plan(plan)
+    assert summary.passes == {"T": pytest.approx(2.25, abs=0.01)}
+    data = xr.open_zarr(field / "g.zarr")
+    maps = xr.open_zarr("out/maps.zarr")
+    assert maps["components"].dims == ("component", "lat", "lon")
+    assert np.isnan(maps["components"].values[:, land]).all()
+    assert np.isfinite(maps["components"].values[:, ~land]).all()
+    assert maps["lon"].attrs == {"units": "degrees_east", "standard_name": "longitude"}
+    assert maps["mean"].attrs["long_name"] == "mean of PCA"
+    est = ddr.PCA(n_components=2).fit(data["t2m"], sample_dims="time")
+    np.testing.assert_allclose(maps["components"].values, est.as_xarray("components_").values)
+    scores = xr.open_zarr("out/scores.zarr")["scores"]
+    assert scores.dims == ("time", "component")
+    np.testing.assert_array_equal(scores["time"].values, data["time"].values)
+    np.testing.assert_allclose(scores.values, est.transform(data["t2m"]).values, rtol=1e-6)
+
+
+def test_several_sample_dims_and_a_selection(field, tmp_path, monkeypatch):
+    """Members x time as the samples; a selection of time steps that does not start at the
+    first: its first sample's chunk is the one read for the mask (planned = measured)."""
+    monkeypatch.chdir(tmp_path)
+    data = xr.open_zarr(field / "g.zarr")["t2m"].load()
+    ens = xr.concat([data, data + 1.0], dim="member").transpose("time", "member", "lat", "lon")
+    ens.to_dataset(name="t2m").chunk({"time": 24, "member": 1}).to_zarr("ens.zarr")
+    inputs = "T: {path: ens.zarr, array: t2m, sample_dims: [time, member], isel: {time: '30:'}}\n"
+    plan = plan_pipeline(write_pipeline(tmp_path, inputs, MAPS), [])
+    assert plan.inputs["T"].mask_share == pytest.approx(0.125, abs=0.01)  # 1 of 8 chunks
+    summary = run_plan(plan)
+    assert summary.passes["T"] == pytest.approx(float(plan.passes()["T"]), abs=0.01)
+    scores = xr.open_zarr("out/scores.zarr")["scores"]
+    assert scores.dims == ("time", "member", "component") and scores.sizes["time"] == 66
+    rows = ens.isel(time=slice(30, None))
+    est = ddr.PCA(n_components=2).fit(rows, sample_dims=("time", "member"))
+    np.testing.assert_allclose(scores.values, est.transform(rows).values, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("sample_dims: [time], sample_dim: time", "give sample_dims or sample_dim, not both"),
+        ("sample_dims: [time, depth]", "sample_dims ['depth'] are not dims of it"),
+        ("sample_dims: [time, time]", "sample_dims names a dim twice: ['time', 'time']"),
+        ("sample_dims: [time, lat, lon]", "are all of its dims; the other dims are the features"),
+    ],
+)
+def test_bad_sample_dims_are_refused_at_their_place(field, tmp_path, extra, message):
+    inputs = f"T: {{path: {field}/g.zarr, array: t2m, {extra}}}\n"
+    (problem,) = problems(write_pipeline(tmp_path, inputs, MAPS))
+    col = 3 + len(f"T: {{path: {field}/g.zarr, array: t2m, ") + len("sample_dims: ")
+    assert problem.startswith(f"{tmp_path / 'p.yaml'}:4:{col}: input T: "), problem
+    assert message in problem
+
+
+def test_sample_dims_of_the_wrong_type_are_refused(field, tmp_path):
+    inputs = f"T: {{path: {field}/g.zarr, array: t2m, sample_dims: 3}}\n"
+    (problem,) = problems(write_pipeline(tmp_path, inputs, MAPS))
+    assert ":4:" in problem and "sample_dims" in problem
+
+
+def test_a_grid_is_another_input_than_its_rows(field, tmp_path):
+    """The same array read as a grid and as rows: other fingerprints (a rerun refits)."""
+    grid = f"T: {{path: {field}/g.zarr, array: t2m, sample_dims: [time]}}\n"
+    a = plan_pipeline(write_pipeline(tmp_path, grid, MAPS), []).inputs["T"]
+    rows = f"T: {{path: {field}/g.zarr, array: true_amplitudes}}\n"
+    b = plan_pipeline(write_pipeline(tmp_path, rows, MAPS), []).inputs["T"]
+    assert a.fingerprint != b.fingerprint
+    assert b.grid_mask is None and b.mask_share == 0.0 and b.meta.shape == (96, 3)
+
+
+def test_maps_plot_of_an_attribute_the_model_does_not_map(field, tmp_path):
+    inputs = f"T: {{path: {field}/g.zarr, array: t2m, sample_dims: [time]}}\n"
+    out = "- {kind: plot, plot: maps, from: pca, attribute: noise_variance_, path: m.png}\n"
+    (problem,) = problems(write_pipeline(tmp_path, inputs, out))
+    assert ":9:" in problem
+    assert "PCA has no attribute 'noise_variance_' to draw as a map; it has components_" in (
+        problem
+    )
+
+
+def test_maps_plot_draws_one_panel_per_component(field, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    inputs = f"T: {{path: {field}/g.zarr, array: t2m, sample_dims: [time]}}\n"
+    out = "- {kind: plot, plot: maps, from: pca, path: m.png, components: 2}\n"
+    run_plan(plan_pipeline(write_pipeline(tmp_path, inputs, out), []))
+    assert (tmp_path / "m.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_draw_maps_panels_titles_and_blank_mask(field):
+    from ddr.pipeline.outputs.plots import draw_maps
+
+    data = xr.open_zarr(field / "g.zarr")["t2m"]
+    est = ddr.PCA(n_components=3).fit(data, sample_dims="time")
+    fig = draw_maps(est, None, "components_", 2)
+    visible = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
+    share = est.explained_variance_ratio_
+    assert [ax.get_title() for ax in visible] == [f"PC1 ({share[0]:.1%})", f"PC2 ({share[1]:.1%})"]
+    mesh = visible[0].collections[0]
+    land = xr.open_zarr(field / "g.zarr")["land"].values.astype(bool)
+    assert np.ma.getmaskarray(mesh.get_array()).reshape(land.shape).tolist() == land.tolist()
+    lo, hi = mesh.get_clim()
+    assert lo == -hi  # one scale, centred on 0
+    one = draw_maps(est, "t", "mean_")  # an attribute without components: one panel
+    assert [ax.get_title() for ax in one.axes if ax.get_title()] == ["mean"]
+
+
+def test_draw_maps_refuses_three_feature_dims():
+    from ddr.pipeline.outputs.plots import draw_maps
+
+    rng = np.random.default_rng(0)
+    X = xr.DataArray(rng.standard_normal((20, 2, 3, 4)), dims=("time", "level", "lat", "lon"))
+    est = ddr.PCA(n_components=2).fit(X, sample_dims="time")
+    with pytest.raises(ValueError, match=r"a maps plot draws 1 or 2 feature dims .*isel"):
+        draw_maps(est)
