@@ -475,3 +475,35 @@ def test_probabilistic_model_is_that_of_the_weighted_data():
     np.testing.assert_array_equal(rot.feature_weights_, pca.feature_weights_)
     fitted = ddr.RotatedPCA(K).fit(X, sample_dims="time", feature_weights=w)
     np.testing.assert_allclose(rot.transform(X).values, fitted.transform(X).values, atol=1e-9)
+
+
+def test_pipeline_eof_of_a_grid_with_area_weights(tmp_path, monkeypatch):
+    """A grid input (``sample_dims:``) and its weights on (lat,): the maps written are the
+    direct fit's, in the weighted space."""
+    from ddr.pipeline import plan_pipeline, run_plan
+
+    X = grid()
+    xr.Dataset({"sst": X, "w": coslat(X).rename("w")}).to_zarr(
+        tmp_path / "g.zarr", consolidated=False
+    )
+    (tmp_path / "eof.yaml").write_text(
+        """
+ddr: 1
+name: weighted-eof
+inputs:
+  T: {path: g.zarr, array: sst, sample_dims: [time]}
+  area: {path: g.zarr, array: w}
+steps:
+  eof: {op: PCA.fit, inputs: {X: T, feature_weights: area}, with: {n_components: 3}}
+outputs:
+  - {kind: zarr, from: {components: eof.components_}, path: eofs.zarr}
+"""
+    )
+    monkeypatch.chdir(tmp_path)
+    with dask.config.set(scheduler="threads"):
+        run_plan(plan_pipeline(tmp_path / "eof.yaml", []))
+    direct = ddr.PCA(3).fit(X, sample_dims="time", feature_weights=coslat(X))
+    with xr.open_zarr(tmp_path / "eofs.zarr", consolidated=False) as ds:
+        np.testing.assert_allclose(
+            ds["components"].values, direct.as_xarray("components_").values, atol=1e-12
+        )
