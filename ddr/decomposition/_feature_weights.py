@@ -27,6 +27,7 @@ from typing import Any, Literal
 import dask
 import numpy as np
 
+from ddr.base import FitPlan
 from ddr.linalg.randomized import (
     RandomizedEigh,
     extend_basis,
@@ -41,7 +42,9 @@ from ddr.stats._input import Rows, is_dask
 
 __all__ = [
     "FeatureWeighted",
+    "fit_weights",
     "is_lazy",
+    "plan_with_weights",
     "resolve_feature_weights",
     "same_weights",
     "scale_columns",
@@ -226,6 +229,45 @@ def _check_coord(given: np.ndarray, fitted: np.ndarray, dim: str, estimator: str
             f"{estimator}: {_NAME}'s coordinate {dim!r} is not X's (weights are matched to "
             f"the grid by coordinate value; select or interpolate them onto X's {dim!r})"
         )
+
+
+def fit_weights(est: Any, weights: Any, rows: Rows, *, merging: bool) -> np.ndarray | None:
+    """Resolve ``weights`` for ``est`` and set its ``feature_weights_``.
+
+    A batch merged into a fitted model (``partial_fit``; ``merging``) keeps the model's
+    weights: the merged statistics are solved with one set. Giving them again is allowed,
+    other weights are a ``ValueError``.
+    """
+    name = type(est).__name__
+    w = resolve_feature_weights(weights, rows, name)
+    if merging and hasattr(est, "feature_weights_"):
+        held = est.feature_weights_
+        if w is not None and not same_weights(w, held):
+            raise ValueError(
+                f"{name}.partial_fit: feature_weights differ from those of the model; the "
+                "merged statistics are solved with one set of weights (give the same, or none)"
+            )
+        return held
+    est.feature_weights_ = w
+    return w
+
+
+def plan_with_weights(
+    plan: FitPlan, est: Any, weights: Any, rows: Rows, *, merging: bool = False
+) -> FitPlan:
+    """``plan`` (whose pass does not depend on the weights) with ``est``'s weights set: now,
+    or, for lazy weights (a pipeline's input), in its solve after the pass, so that planning
+    a fit reads nothing."""
+    if not is_lazy(weights):
+        fit_weights(est, weights, rows, merging=merging)
+        return plan
+    solve = plan.finish
+
+    def finish(value: Any) -> Any:
+        fit_weights(est, weights, rows, merging=merging)
+        return solve(value)
+
+    return dataclasses.replace(plan, finish=finish)
 
 
 def same_weights(a: np.ndarray | None, b: np.ndarray | None) -> bool:

@@ -27,7 +27,6 @@ out; DataArray in, DataArray out with the sample coordinate and a ``component`` 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Hashable
 from numbers import Integral, Real
 from typing import Any, ClassVar
@@ -47,12 +46,7 @@ from ddr.base import (
     check_some_weight,
     fit_context,
 )
-from ddr.decomposition._feature_weights import (
-    FeatureWeighted,
-    is_lazy,
-    resolve_feature_weights,
-    same_weights,
-)
+from ddr.decomposition._feature_weights import FeatureWeighted, fit_weights, plan_with_weights
 from ddr.decomposition._pca_model import (
     MISSING_HINT,
     ProbabilisticPCA,
@@ -395,8 +389,7 @@ class PCA(
         self
         """
         rows = self._validated_rows(X, sample_dim)
-        self.feature_weights_ = resolve_feature_weights(feature_weights, rows, "PCA")
-        w = self.feature_weights_
+        w = fit_weights(self, feature_weights, rows, merging=False)
         solver = self._resolve_solver(rows.shape[1])
         if solver == "covariance_eigh":
             return self._covariance_plan(rows, sample_weight).run()
@@ -449,19 +442,8 @@ class PCA(
         rows = self._validated_rows(X, fit_params.get("sample_dim"))
         if self._resolve_solver(rows.shape[1]) != "covariance_eigh":
             return None
-        weights = fit_params.get("feature_weights")
         plan = self._covariance_plan(rows, fit_params.get("sample_weight"))
-        if not is_lazy(weights):
-            self.feature_weights_ = resolve_feature_weights(weights, rows, "PCA")
-            return plan
-        solve = plan.finish
-
-        def finish(moments: Moments) -> PCA:
-            # lazy weights (a pipeline's input) are read after the pass: planning reads nothing
-            self.feature_weights_ = resolve_feature_weights(weights, rows, "PCA")
-            return solve(moments)
-
-        return dataclasses.replace(plan, finish=finish)
+        return plan_with_weights(plan, self, fit_params.get("feature_weights"), rows)
 
     def _covariance_plan(self, rows: Any, sample_weight: Any = None) -> FitPlan:
         if sample_weight is None:  # with weights the solve checks their sum
@@ -573,14 +555,7 @@ class PCA(
                 f"{AUTO_COVARIANCE_MAX_FEATURES}); got svd_solver={self.svd_solver!r} with "
                 f"n_features={rows.shape[1]}"
             )
-        weights = resolve_feature_weights(feature_weights, rows, "PCA")
-        if first:
-            self.feature_weights_ = weights
-        elif weights is not None and not same_weights(weights, self._weights()):
-            raise ValueError(
-                "PCA.partial_fit: feature_weights differ from those of the first batch; the "
-                "merged moments are solved with one set of weights (give the same, or none)"
-            )
+        fit_weights(self, feature_weights, rows, merging=not first)
         try:
             (batch,) = dask.compute(lazy(Moments, rows.data, None, sample_weight))
         except ValueError as exc:

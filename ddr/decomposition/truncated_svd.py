@@ -25,9 +25,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ddr.base import FEATURE, FitPlan, MergedFitMixin, check_some_weight, fit_context
 from ddr.decomposition._feature_weights import (
     FeatureWeighted,
-    is_lazy,
-    resolve_feature_weights,
-    same_weights,
+    fit_weights,
+    plan_with_weights,
     scale_columns,
     weighted_gram,
     weighted_scatter_eigh,
@@ -267,47 +266,24 @@ class TruncatedSVD(
             return None
         self._check_k(float(n) + self._rows_merged(), d)  # a partial_fit: all rows so far
         weights, sample_weight = fit_params.get("feature_weights"), fit_params.get("sample_weight")
+        merging = bool(getattr(self, "_merging_count", 0.0))
         if self._merges(d):
             # the basis spans R^d: any orthonormal one gives the same eigensystem, and the
             # identity is the same for every batch of a partial_fit and every site of
             # ddr.merge_fits, so their statistics merge; X^T X itself is known, so the
             # feature weights enter the solve (_solve_statistics), lazy ones read after it
-            lazy_weights = is_lazy(weights)
-            if not lazy_weights:
-                self._fit_weights(weights, rows)
             stat = lazy_pass(rows.data, np.eye(d), None, centre=False, sample_weight=sample_weight)
-
-            def finish(value: Any) -> TruncatedSVD:
-                if lazy_weights:
-                    self._fit_weights(weights, rows)
-                return self._solve_statistics(value)
-
-            return FitPlan.over(rows, stat, finish)
+            plan = FitPlan.over(rows, stat, self._solve_statistics)
+            return plan_with_weights(plan, self, weights, rows, merging=merging)
         # a sketch: its statistic depends on the draw and merges with no other; the weights
         # scale its basis (see _feature_weights)
-        w = self._fit_weights(weights, rows)
+        w = fit_weights(self, weights, rows, merging=merging)
         V = initial_basis(d, self._width(d), check_random_state(self.random_state))
         Vw = V if w is None else V * w[:, None]
         stat = lazy_pass(rows.data, Vw, None, centre=False, sample_weight=sample_weight)
         return FitPlan.over(
             rows, stat, lambda value: self._set(single_pass_eigh(weighted_statistic(value, w), V))
         )
-
-    def _fit_weights(self, feature_weights: Any, rows: Rows) -> np.ndarray | None:
-        """Resolve ``feature_weights`` and set ``feature_weights_``; a batch merged by
-        ``partial_fit`` keeps the model's (repeating them is allowed, others are an error)."""
-        w = resolve_feature_weights(feature_weights, rows, "TruncatedSVD")
-        if getattr(self, "_merging_count", 0.0) and hasattr(self, "feature_weights_"):
-            held = self._weights()
-            if w is not None and not same_weights(w, held):
-                raise ValueError(
-                    "TruncatedSVD.partial_fit: feature_weights differ from those of the model; "
-                    "the merged statistics are solved with one set of weights (give the same, "
-                    "or none)"
-                )
-            return held
-        self.feature_weights_ = w
-        return w
 
     def _merges(self, n_features: int) -> bool:
         """The fit is one pass of statistics that merge: its first block spans R^d."""
@@ -356,7 +332,7 @@ class TruncatedSVD(
         if plan is not None:
             return plan.run()
         rows = self._rows(X, reset=True, sample_dim=sample_dim)
-        fw = self._fit_weights(feature_weights, rows)
+        fw = fit_weights(self, feature_weights, rows, merging=False)
         n, d = rows.shape
         self._check_k(float(n), d)
         if self.algorithm == "arpack":
