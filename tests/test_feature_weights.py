@@ -507,3 +507,20 @@ outputs:
         np.testing.assert_allclose(
             ds["components"].values, direct.as_xarray("components_").values, atol=1e-12
         )
+
+
+@pytest.mark.parametrize("algorithm", ["randomized", "arpack"])
+def test_truncated_svd_weights_sparse_rows(algorithm):
+    import scipy.sparse
+
+    X = scipy.sparse.random(200, 30, density=0.2, format="csr", random_state=4) * 5
+    w = np.random.default_rng(4).uniform(0.0, 2.0, 30)
+    w[3] = 0.0
+    svd = ddr.TruncatedSVD(5, algorithm=algorithm, n_iter=10, random_state=0).fit(
+        X, feature_weights=w
+    )
+    _, s, _ = np.linalg.svd(X.toarray() * w, full_matrices=False)
+    np.testing.assert_allclose(svd.singular_values_, s[:5], rtol=1e-8)
+    np.testing.assert_allclose(svd.transform(X), (X.toarray() * w) @ svd.components_.T, atol=1e-10)
+    back = svd.inverse_transform(svd.transform(X))
+    assert np.isnan(back[:, 3]).all() and np.isfinite(np.delete(back, 3, axis=1)).all()
