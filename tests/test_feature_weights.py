@@ -445,6 +445,12 @@ def test_dataset_fit_takes_a_dataarray_or_a_dataset_of_weights():
     _, s, Vt = np.linalg.svd(Xw, full_matrices=False)
     np.testing.assert_allclose(pca.explained_variance_, s[:K] ** 2 / (T - 1), rtol=1e-10)
     np.testing.assert_allclose(_sign_align(Vt[:K], pca.components_, 0), pca.components_, atol=1e-10)
+    # numpy: one weight per grid point of each variable, masked points included
+    every = np.concatenate(
+        [np.broadcast_to(coslat(X).values[:, None], (NLAT, NLON)).ravel(), [1.0, 2.0, 0.5, 1.0]]
+    )
+    again = ddr.PCA(K).fit(both, sample_dims="time", feature_weights=every)
+    np.testing.assert_array_equal(again.feature_weights_, pca.feature_weights_)
     maps = pca.as_xarray("components_", weighted=False)
     assert set(maps.data_vars) == {"sst", "gauge"}
     assert "unweighted" in maps["gauge"].attrs["long_name"]

@@ -22,6 +22,7 @@ column means stay the data's own at every feature (:func:`weighted_scatter_eigh`
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Any, Literal
 
 import dask
@@ -150,6 +151,12 @@ def _checked(w: np.ndarray, estimator: str) -> np.ndarray:
 
 
 def _kept(values: np.ndarray, layout: Any) -> np.ndarray:
+    """The values of every grid point (of every variable's grid, for a Dataset fit) at the
+    features the model sees."""
+    if isinstance(layout, FeatureBlocks):
+        edges = np.cumsum([0] + [sub.n_features for sub in layout.layouts])
+        parts = zip(layout.layouts, itertools.pairwise(edges), strict=True)
+        return np.concatenate([_kept(values[lo:hi], sub) for sub, (lo, hi) in parts])
     kept = getattr(layout, "kept", None)
     return values if kept is None else values[kept]
 
