@@ -199,6 +199,10 @@ def test_a_grid_chunked_by_lat_and_lon_fits_as_the_grid_chunked_by_time(tmp_path
     pref = ddr.PCA(n_components=3).fit(Xt, sample_dims="time")
     close(pca.components_, pref.components_)
     close(pca.explained_variance_ratio_, pref.explained_variance_ratio_)
+    # transform: lazy, then one pass (the fitted mask is checked, not read again)
+    scores, passes = _passes(space, lambda: pca.transform(Xs).compute())
+    assert passes == 1
+    close(scores, pref.transform(Xt))
     maps = pca.as_xarray("components_")
     assert pca.components_.shape == (3, LAT * LON - len(MASKED))
     assert all(np.isnan(maps.values[:, i, j]).all() for i, j in MASKED)
