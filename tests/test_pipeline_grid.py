@@ -16,6 +16,7 @@ import xarray as xr
 import ddr
 from ddr.demo_gridded import GriddedSpec, write_gridded_data
 from ddr.pipeline import PipelineError, plan_pipeline, run_plan
+from ddr.pipeline.plan import format_plan
 
 SPEC = GriddedSpec(96, 8, 12, chunk_rows=24, seed=3)
 
@@ -65,6 +66,8 @@ def test_fit_on_a_grid_writes_maps_and_time_series(field, tmp_path, monkeypatch)
     # time step while planning), and the passes: fit, the mask's chunk again, the scores
     assert plan.inputs["T"].meta.shape == (96, int((~land).sum()))
     assert plan.passes() == {"T": "2.25"}
+    line = format_plan(plan).splitlines()[2]
+    assert f"(time: 96, lat: 8, lon: 12; {(~land).sum()} features, {land.sum()} masked)" in line
     summary = run_plan(plan)
     assert summary.passes == {"T": pytest.approx(2.25, abs=0.01)}
     data = xr.open_zarr(field / "g.zarr")
@@ -178,3 +181,29 @@ def test_draw_maps_refuses_three_feature_dims():
     est = ddr.PCA(n_components=2).fit(X, sample_dims="time")
     with pytest.raises(ValueError, match=r"a maps plot draws 1 or 2 feature dims .*isel"):
         draw_maps(est)
+
+
+def test_update_with_appended_time_steps(tmp_path, monkeypatch):
+    """``--update`` after months are appended to the field: the maps and time series are
+    those of a fit on every month, the passes as planned."""
+    from ddr.demo_gridded import gridded_dataset
+
+    monkeypatch.chdir(tmp_path)
+    write_gridded_data("g.zarr", SPEC)
+    path = write_pipeline(tmp_path, "T: {path: g.zarr, array: t2m, sample_dims: time}\n", MAPS)
+    run_plan(plan_pipeline(path, []))
+    longer = gridded_dataset(GriddedSpec(**{**vars(SPEC), "n_samples": 120}))
+    new = longer.isel(time=slice(96, None))[["t2m", "true_amplitudes"]]
+    for var in new.variables.values():
+        var.encoding = {}
+    new.to_zarr("g.zarr", append_dim="time")
+    plan = plan_pipeline(path, [], update=True)
+    summary = run_plan(plan)
+    assert summary.passes["T"] == pytest.approx(float(plan.passes()["T"]), abs=0.01)
+    data = xr.open_zarr("g.zarr")
+    est = ddr.PCA(n_components=2).fit(data["t2m"], sample_dims="time")
+    maps = xr.open_zarr("out/maps.zarr")["components"]
+    np.testing.assert_allclose(maps.values, est.as_xarray("components_").values, atol=1e-12)
+    scores = xr.open_zarr("out/scores.zarr")["scores"]
+    assert scores.sizes["time"] == 120
+    np.testing.assert_allclose(scores.values, est.transform(data["t2m"]).values, rtol=1e-5)

@@ -281,6 +281,11 @@ def format_plan(plan: Plan) -> str:
     for name, inp in plan.inputs.items():
         sizes = zip(inp.meta.dims or (), inp.meta.shape or (), strict=True)
         dims = ", ".join(f"{d}: {s}" for d, s in sizes)
+        if inp.spec.sample_dims is not None:  # a grid: its dims, and the features it gives
+            dims = ", ".join(f"{d}: {s}" for d, s in inp.array.sizes.items())
+            d = inp.meta.shape[1] if inp.meta.shape else None
+            masked = int(inp.grid_mask.sum()) if inp.grid_mask is not None else None
+            dims += f"; {d} features" + (f", {masked} masked" if masked is not None else "")
         where = _rel(inp.path) + (f" [{inp.spec.array}]" if inp.spec.array else "")
         nrow = len(inp.array.data.chunks[0]) if hasattr(inp.array.data, "chunks") else 1
         label = next(k for k, v in shared.items() if name in v)
