@@ -67,7 +67,8 @@ class MergedFitMixin:
     _statistics_attr: ClassVar[str] = "fit_statistics_"
     #: the row count already merged while a partial_fit plans its batch (else 0)
     _merging_count: float = 0.0
-    #: the estimator's (scikit-learn's fitted attribute; declared for the type checker)
+    #: The number of features seen by fit (scikit-learn's fitted attribute, declared here for
+    #: the type checker).
     n_features_in_: int
 
     def _fit_statistics(self) -> Any:
