@@ -11,7 +11,8 @@ months plus white noise (variance ``l_k``: half the cycle, half the noise), and 
 1)``. The population covariance over the ocean points is ``V^T diag(l) V + noise^2 I``: its
 leading eigenvectors are the ``v_k`` (the EOFs) with eigenvalues ``l_k + noise^2``, stored
 beside the data as ``true_components`` (maps, NaN over land), ``true_explained_variance``
-and the amplitudes ``true_amplitudes``.
+and the amplitudes ``true_amplitudes``; ``area_weight`` (``sqrt(cos(lat))``, on ``lat``) is
+the area weight of an EOF analysis as eofs and xeofs weigh it.
 
 ``seed`` draws the population (the phases, the land's position); ``sample_seed`` the sample
 (the noise of the amplitudes and of every point). Each block of ``chunk_rows`` time steps
@@ -277,6 +278,10 @@ def gridded_dataset(spec: GriddedSpec) -> xr.Dataset:
             ),
             "true_mean": (("lat", "lon"), truth["mean"], {"units": "K"}),
             "land": (("lat", "lon"), truth["land"].astype(np.int8), {"long_name": "land mask"}),
+            "area_weight": (
+                ("lat",), np.sqrt(np.cos(np.deg2rad(lat))),
+                {"long_name": "sqrt(cos(latitude)): the area weight of an EOF analysis"},
+            ),
         },
         coords=coords,
         attrs={

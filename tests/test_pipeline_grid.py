@@ -207,3 +207,26 @@ def test_update_with_appended_time_steps(tmp_path, monkeypatch):
     scores = xr.open_zarr("out/scores.zarr")["scores"]
     assert scores.sizes["time"] == 120
     np.testing.assert_allclose(scores.values, est.transform(data["t2m"]).values, rtol=1e-5)
+
+
+def test_area_weights_of_the_demo_field(field, tmp_path, monkeypatch):
+    """The demo's ``area_weight`` (sqrt(cos(lat)) on lat) as a fit's ``feature_weights``, as
+    the docs and pipelines/eof.yaml say: the maps and time series of the direct fit."""
+    monkeypatch.chdir(tmp_path)
+    inputs = f"""\
+        T: {{path: {field}/g.zarr, array: t2m, sample_dims: [time]}}
+        area: {{path: {field}/g.zarr, array: area_weight}}
+    """
+    steps = """
+      pca: {op: PCA.fit, inputs: {X: T, feature_weights: area}, with: {n_components: 2}}
+      scores: {op: PCA.transform, inputs: {model: pca, X: T}}
+    """
+    run_plan(plan_pipeline(write_pipeline(tmp_path, inputs, MAPS, steps), []))
+    data = xr.open_zarr(field / "g.zarr")
+    w = data["area_weight"]
+    np.testing.assert_allclose(w.values, np.sqrt(np.cos(np.deg2rad(data["lat"].values))))
+    est = ddr.PCA(n_components=2).fit(data["t2m"], sample_dims="time", feature_weights=w)
+    maps = xr.open_zarr("out/maps.zarr")["components"]
+    np.testing.assert_allclose(maps.values, est.as_xarray("components_").values, atol=1e-12)
+    scores = xr.open_zarr("out/scores.zarr")["scores"]
+    np.testing.assert_allclose(scores.values, est.transform(data["t2m"]).values, rtol=1e-5)
