@@ -230,3 +230,19 @@ def test_area_weights_of_the_demo_field(field, tmp_path, monkeypatch):
     np.testing.assert_allclose(maps.values, est.as_xarray("components_").values, atol=1e-12)
     scores = xr.open_zarr("out/scores.zarr")["scores"]
     np.testing.assert_allclose(scores.values, est.transform(data["t2m"]).values, rtol=1e-5)
+
+
+def test_a_field_chunked_by_space(field, tmp_path, monkeypatch):
+    """The demo field stored chunked by space (every time step of a quarter of the grid per
+    chunk): the same maps as chunked by time; finding the mask reads the first time step,
+    which is in every chunk: a whole pass, planned and measured."""
+    monkeypatch.chdir(tmp_path)
+    write_gridded_data("s.zarr", GriddedSpec(**{**vars(SPEC), "chunk_by": "space"}))
+    path = write_pipeline(tmp_path, "T: {path: s.zarr, array: t2m, sample_dims: time}\n", MAPS)
+    plan = plan_pipeline(path, [])
+    assert plan.passes() == {"T": "3"}
+    assert run_plan(plan).passes == {"T": pytest.approx(3.0, abs=0.01)}
+    data = xr.open_zarr(field / "g.zarr")
+    est = ddr.PCA(n_components=2).fit(data["t2m"], sample_dims="time")
+    maps = xr.open_zarr("out/maps.zarr")["components"]
+    np.testing.assert_allclose(maps.values, est.as_xarray("components_").values, atol=1e-12)
