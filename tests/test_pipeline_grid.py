@@ -77,6 +77,9 @@ def test_fit_on_a_grid_writes_maps_and_time_series(field, tmp_path, monkeypatch)
     assert np.isfinite(maps["components"].values[:, ~land]).all()
     assert maps["lon"].attrs == {"units": "degrees_east", "standard_name": "longitude"}
     assert maps["mean"].attrs["long_name"] == "mean of PCA"
+    made_from = maps.attrs["ddr:provenance"]["inputs"]["T"]
+    assert made_from["sample_dims"] == ["time"] and made_from["shape"] == [96, 8, 12]
+    assert made_from["dims"] == ["time", "lat", "lon"]
     est = ddr.PCA(n_components=2).fit(data["t2m"], sample_dims="time")
     np.testing.assert_allclose(maps["components"].values, est.as_xarray("components_").values)
     scores = xr.open_zarr("out/scores.zarr")["scores"]

@@ -53,6 +53,11 @@ def lineage(steps: dict[str, Any], inputs: dict[str, Any], refs: list[str]) -> d
                 "dtype": str(inp.meta.dtype),
                 "fingerprint": inp.fingerprint,
             }
+            grid = inp.spec.grid_sample_dims()
+            if grid is not None:  # a grid: its own dims and shape, not the rows it gives
+                out_inputs[head]["sample_dims"] = list(grid)
+                out_inputs[head]["dims"] = [str(d) for d in inp.array.dims]
+                out_inputs[head]["shape"] = [int(n) for n in inp.array.shape]
             return
         if head in out_steps or head not in steps:
             return
