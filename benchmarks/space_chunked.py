@@ -198,6 +198,15 @@ def main(argv: list[str] | None = None) -> None:
     ]
     for (label, f, t, ratio), counted in zip(results, passes, strict=True):
         lines.append(f"| {label} | {f:.2f} | {t:.2f} | {counted:.2f} | x{ratio:.2f} |")
+    lines += [
+        "",
+        "Notes: the grid row reads 1.10 passes: the mask is read from the first time step, "
+        "i.e. the four chunks of the first time chunk (one of ten here; one time step of a "
+        "store chunked by single time steps), before the pass. The PCA row is compute-bound: "
+        "each randomized pass multiplies every row block by a 16 200 x (k + oversamples) "
+        "block (`ddr.stats.sketch.CentredProduct`, about as long per block as the read), "
+        "while its reads stay at one per pass (4 passes counted for `n_passes_` = 4).",
+    ]
     doc = "\n".join(lines) + "\n"
     sys.stdout.write(doc)
     if not args.no_write:

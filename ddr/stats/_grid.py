@@ -270,9 +270,11 @@ def grid_rows(
     elif not masks:
         kept = None
     elif isinstance(rows, da.Array):
-        # the first sample, sliced from the DataArray as stored: the chunk that holds it is
-        # read once more (one chunk, not a pass; tests count it)
-        first = X.isel({d: 0 for d in sdims}).transpose(*fdims).data
+        # the first sample, sliced from the DataArray as stored (through the reader's chunk
+        # tasks, not its row blocks: a row block may hold many stored chunks along time):
+        # the chunks that hold it are read once more (not a pass; tests count it)
+        stored = X if reader is None else X.copy(data=reader(X.data))
+        first = stored.isel({d: 0 for d in sdims}).transpose(*fdims).data
         kept = _kept_from(np.asarray(first.compute()), where)
     else:
         kept = _kept_in_memory(rows, where)
