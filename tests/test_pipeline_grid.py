@@ -249,3 +249,29 @@ def test_a_field_chunked_by_space(field, tmp_path, monkeypatch):
     est = ddr.PCA(n_components=2).fit(data["t2m"], sample_dims="time")
     maps = xr.open_zarr("out/maps.zarr")["components"]
     np.testing.assert_allclose(maps.values, est.as_xarray("components_").values, atol=1e-12)
+
+
+def test_a_statistic_of_a_grid_is_written_on_the_grid(field, tmp_path, monkeypatch):
+    """``moments`` of a grid input: its read-outs as maps (mean, variance on lat x lon;
+    covariance on lat x lon x lat_2 x lon_2), NaN at the mask; the first-sample read in the
+    planned passes."""
+    monkeypatch.chdir(tmp_path)
+    inputs = f"T: {{path: {field}/g.zarr, array: t2m, sample_dims: [time]}}\n"
+    steps = "m: {op: moments, inputs: {X: T}}\n"
+    out = "- {kind: zarr, from: m, path: out/m.zarr}\n"
+    plan = plan_pipeline(write_pipeline(tmp_path, inputs, out, steps), [])
+    assert plan.passes() == {"T": "1.25"}
+    assert run_plan(plan).passes == {"T": pytest.approx(1.25, abs=0.01)}
+    data = xr.open_zarr(field / "g.zarr")
+    land = data["land"].values.astype(bool)
+    m = xr.open_zarr("out/m.zarr")
+    assert m["mean"].dims == ("lat", "lon") and m["mean"].attrs["long_name"] == "mean of Moments"
+    x = data["t2m"].values.astype(np.float64)
+    np.testing.assert_allclose(m["mean"].values[~land], x.mean(axis=0)[~land], rtol=1e-12)
+    np.testing.assert_allclose(m["variance"].values[~land], x.var(axis=0)[~land], rtol=1e-10)
+    assert np.isnan(m["mean"].values[land]).all()
+    assert m["covariance"].dims == ("lat", "lon", "lat_2", "lon_2")
+    cov = m["covariance"].values
+    i, j = np.argwhere(~land)[0]
+    np.testing.assert_allclose(np.diag(cov.reshape(96, 96)), m["variance"].values.ravel())
+    assert np.isnan(cov[i, j][land]).all() and m["lat"].attrs["units"] == "degrees_north"

@@ -210,12 +210,14 @@ class Plan:
         return out
 
     def _mask_reads(self, names: list[str]) -> float:
-        """Passes of the first-sample reads of fits on grid inputs (``sample_dims:``): each
-        fit that runs on one reads the chunks of its first sample to find its mask."""
+        """Passes of the first-sample reads of fits and statistics on grid inputs
+        (``sample_dims:``): each that runs on one reads the chunks of its first sample to
+        find its mask."""
         n = 0.0
         for step in self.steps.values():
             head = split_ref(step.refs.get("X", ""))[0]
-            if head in names and step.op.family == "fit" and step.action == "run":
+            reads_grid = step.op.family in ("fit", "statistic") and step.action == "run"
+            if head in names and reads_grid:
                 n += self.inputs[head].mask_share
         return n
 

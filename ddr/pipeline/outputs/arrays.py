@@ -18,12 +18,14 @@ __all__ = [
     "consistent_rows",
     "data_of",
     "grid_coord_attrs",
+    "grid_layout",
     "lazy_row_numbers",
     "raw_writes",
     "regular_chunks",
     "rename_dims",
     "sample_dim_of",
     "statistic_dataset",
+    "statistic_maps",
     "statistic_readouts",
     "variable_strings",
 ]
@@ -238,6 +240,55 @@ def statistic_dataset(stat: Any, feature_dim: str) -> dict[str, Any]:
         out[name] = xr.DataArray(arr, dims=dims, name=name)
     if "variance" in out and "covariance" in out and out["covariance"].ndim != 2:
         del out["covariance"]
+    return out
+
+
+def grid_layout(arr: Any, sample_dims: tuple[str, ...], mask: np.ndarray) -> Any:
+    """Where the features of a grid input (``sample_dims:``) sit on its grid: its feature
+    dims, their coordinates, and the features left out where ``mask`` (its features NaN at
+    the first sample, what a fit or statistic on it finds) is set
+    (:class:`ddr.stats._grid.FeatureLayout`)."""
+    from ddr.stats._grid import FeatureLayout, free_name
+
+    fdims = tuple(str(d) for d in arr.dims if d not in sample_dims)
+    coords = {
+        str(name): (tuple(str(d) for d in c.dims), np.asarray(c.values))
+        for name, c in arr.coords.items()
+        if c.dims and set(map(str, c.dims)) <= set(fdims)
+    }
+    name = fdims[0] if len(fdims) == 1 else free_name("feature", tuple(arr.dims))
+    kept = np.flatnonzero(~mask.ravel()) if mask.any() else None
+    return FeatureLayout(fdims, tuple(int(arr.sizes[d]) for d in fdims), coords, kept, name)
+
+
+def statistic_maps(stat: Any, layout: Any) -> dict[str, Any]:
+    """A statistic's read-outs, computed on the rows of a grid, on the grid: each feature
+    axis its feature dims and coordinates, NaN at the masked features (a mean map; a
+    covariance of ``(lat, lon, lat_2, lon_2)``). Read-outs not over the grid's features are
+    as :func:`statistic_dataset` gives them."""
+    import xarray as xr
+
+    from ddr.stats._grid_out import fitted_dataarray
+    from ddr.tags import FEATURE
+
+    out = {}
+    for name, value in statistic_readouts(stat).items():
+        arr = np.asarray(value)
+        dims = type(stat).dims_of(name, arr.ndim, FEATURE)
+        axes = [i for i, d in enumerate(dims) if d.startswith(FEATURE)]
+        if arr.dtype.kind not in "biuf" or any(arr.shape[i] != layout.n_kept for i in axes):
+            plain = [d.replace(FEATURE, layout.name) for d in dims]
+            out[name] = xr.DataArray(
+                arr.astype(object) if arr.dtype.kind == "U" else arr, dims=plain, name=name
+            )
+            continue
+        out[name] = fitted_dataarray(
+            arr, dims, feature_token=FEATURE, feature_dim=layout.name, feature_coords=None,
+            layout=layout, coords={}, name=name,
+            attrs={"long_name": f"{name} of {type(stat).__name__}"},
+        )  # fmt: skip
+    if "variance" in out and "covariance" in out and np.ndim(stat.covariance()) != 2:
+        del out["covariance"]  # a diagonal statistic: its covariance is the variance
     return out
 
 

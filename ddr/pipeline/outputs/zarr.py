@@ -12,12 +12,14 @@ from ddr.pipeline.outputs.arrays import (
     as_dataarray,
     consistent_rows,
     grid_coord_attrs,
+    grid_layout,
     lazy_row_numbers,
     raw_writes,
     regular_chunks,
     rename_dims,
     sample_dim_of,
     statistic_dataset,
+    statistic_maps,
     variable_strings,
 )
 from ddr.pipeline.outputs.base import (
@@ -208,7 +210,13 @@ class ZarrKind(StoreKind):
                 coords[key.removeprefix("coord:")] = value
                 continue
             if hasattr(value, "to_dict") and hasattr(value, "merge"):  # a whole statistic
-                for name, arr in statistic_dataset(value, _feature_dim(w, ref)).items():
+                layout = _grid_layout(w, ref)
+                readouts = (
+                    statistic_dataset(value, _feature_dim(w, ref))
+                    if layout is None
+                    else statistic_maps(value, layout)
+                )
+                for name, arr in readouts.items():
                     variables[name if len(out.refs) == 1 else f"{key}_{name}"] = arr
                 continue
             variables[key] = as_dataarray(value, key)
@@ -266,6 +274,19 @@ def _check_dims(
         )
     elif len(set(dims)) != len(dims):
         ctx.problem(where, f"dim names must differ; got {dims}")
+
+
+def _grid_layout(w: WriteContext, ref: str) -> Any:
+    """The grid of the X a statistic was computed on, when it is a grid input
+    (``sample_dims:``) whose mask the plan read; else None."""
+    step = w.plan.steps.get(split_ref(ref)[0])
+    if step is None or "X" not in step.refs:
+        return None
+    inp = w.plan.inputs.get(split_ref(step.refs["X"])[0])
+    grid = inp.spec.grid_sample_dims() if inp is not None else None
+    if inp is None or grid is None or inp.grid_mask is None:
+        return None
+    return grid_layout(inp.array, grid, inp.grid_mask)
 
 
 def _feature_dim(w: WriteContext, ref: str) -> str:
