@@ -332,6 +332,16 @@ def test_the_budget_is_the_smallest_worker_per_thread_of_the_active_cluster(clie
     assert local is not None and local.where == "this machine"
 
 
+def test_row_block_tasks_run_on_a_distributed_cluster(tmp_path, rng, client):
+    """The reading tasks (ddr's reader inside them) travel to worker processes."""
+    X, y = _table(rng)
+    path = _store(tmp_path / "space.zarr", X, (12, 8))
+    nb = ddr.GaussianNB().fit(da.from_zarr(str(path)), y)
+    ref = ddr.GaussianNB().fit(X, y)
+    close(nb.theta_, ref.theta_)
+    close(nb.var_, ref.var_)
+
+
 def test_row_blocks_are_never_grouped_beyond_what_a_task_holds(tmp_path, rng, monkeypatch):
     X, _ = _table(rng)
     path = _store(tmp_path / "thin.zarr", X, (1, 8))
