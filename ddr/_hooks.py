@@ -7,7 +7,9 @@ do are done by :mod:`ddr.io`, above them:
   with :func:`ddr.io.models.save_model` (:func:`saver`);
 - dask input that only reads a Zarr array is re-read through ddr's chunk reader
   (:func:`ddr.io.zarr_graphs.with_ddr_reader`) where inputs become rows
-  (:func:`ddr.stats._input.as_rows`, the statistics layer) (:func:`dask_reader`).
+  (:func:`ddr.stats._input.as_rows`, the statistics layer) (:func:`dask_reader`); input
+  chunked along its features is read there in row blocks, one task each
+  (:mod:`ddr.io.row_blocks`).
 
 The lower layer asks this module, which imports nothing of ddr; ``ddr/__init__.py`` (the
 package root, above every layer) registers stand-ins that import ddr.io on first use, so
