@@ -275,3 +275,22 @@ def test_a_statistic_of_a_grid_is_written_on_the_grid(field, tmp_path, monkeypat
     i, j = np.argwhere(~land)[0]
     np.testing.assert_allclose(np.diag(cov.reshape(96, 96)), m["variance"].values.ravel())
     assert np.isnan(cov[i, j][land]).all() and m["lat"].attrs["units"] == "degrees_north"
+
+
+def test_a_statistic_over_several_sample_dims(field, tmp_path, monkeypatch):
+    """``moments`` of members x time: the mean over both sample dims (not one per member),
+    as a map; a grid's statistics are not recorded for ``--update`` (it reads every row)."""
+    monkeypatch.chdir(tmp_path)
+    data = xr.open_zarr(field / "g.zarr")["t2m"].load()
+    ens = xr.concat([data, data * 0.5 + 3.0], dim="member").transpose("time", "member", ...)
+    ens.to_dataset(name="t2m").chunk({"time": 24, "member": 1}).to_zarr("ens.zarr")
+    inputs = "T: {path: ens.zarr, array: t2m, sample_dims: [time, member]}\n"
+    steps = "m: {op: moments, inputs: {X: T}}\n"
+    out = "- {kind: zarr, from: m, path: out/m.zarr}\n"
+    plan = plan_pipeline(write_pipeline(tmp_path, inputs, out, steps), [])
+    assert plan.state is not None and plan.state.recorded == []
+    run_plan(plan)
+    mean = xr.open_zarr("out/m.zarr")["mean"]
+    assert mean.dims == ("lat", "lon")
+    want = ens.astype(np.float64).mean(("time", "member"))
+    np.testing.assert_allclose(mean.values, want.values, rtol=1e-12)

@@ -15,7 +15,14 @@ from ddr.base import FitPlan
 from ddr.pipeline.registry import FEATURE_ROLES
 from ddr.stats._grid import SampleDims
 
-__all__ = ["SAMPLE_DIMS_ATTR", "call", "call_kwargs", "fit_plan", "mark_sample_dims"]
+__all__ = [
+    "SAMPLE_DIMS_ATTR",
+    "call",
+    "call_kwargs",
+    "fit_plan",
+    "mark_sample_dims",
+    "sample_dims_of",
+]
 
 
 def _accepts(fn: Any, name: str) -> bool:
@@ -34,6 +41,16 @@ SAMPLE_DIMS_ATTR = "ddr:sample_dims"
 def mark_sample_dims(arr: Any, dims: tuple[str, ...]) -> Any:
     """``arr`` (an input's DataArray) marked as a grid over the sample dims ``dims``."""
     return arr.assign_attrs({SAMPLE_DIMS_ATTR: list(dims)})
+
+
+def sample_dims_of(X: Any) -> tuple[Any, Any]:
+    """``(sample_dim, along)``: what a statistic of ``X`` takes as ``sample_dim`` (a grid
+    input's ``SampleDims``, else X's first dim) and the one dim per-sample arrays (labels,
+    weights) lie along (None: a grid over several sample dims, whose labels have them all)."""
+    sdim = _sample_dim({"X": X})
+    if isinstance(sdim, SampleDims):
+        return sdim, sdim[0] if len(sdim) == 1 else None
+    return sdim, sdim
 
 
 def _sample_dim(args: dict[str, Any]) -> Any:

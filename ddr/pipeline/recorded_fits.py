@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ddr.pipeline.fitplans import sample_dims_of
 from ddr.pipeline.plan import Plan, StepPlan
 from ddr.pipeline.registry import FEATURE_ROLES
 from ddr.pipeline.run_state import RunState, StepRecord, write_state
@@ -199,9 +200,9 @@ def _lazy_statistic(step: StepPlan, args: dict[str, Any]) -> Any:
     cls: Any = step.op.cls
     spec = cls.spec(**step.spec.with_)
     X = args["X"]
-    sdim = X.dims[0] if hasattr(X, "dims") else None
+    sdim, along = sample_dims_of(X)  # a grid's sample dims
     y, w = args.get("y"), args.get("sample_weight")
-    return lazy([spec], X, _along(y, sdim), _along(w, sdim), sample_dim=sdim)
+    return lazy([spec], X, _along(y, along), _along(w, along), sample_dim=sdim)
 
 
 def _along(v: Any, sdim: Any) -> Any:

@@ -36,7 +36,7 @@ from typing import Any
 from ddr.config.errors import RunError, describe_error
 from ddr.io.claims import OutputClaims
 from ddr.io.locations import Location, redact, resolve
-from ddr.pipeline.fitplans import call, fit_plan
+from ddr.pipeline.fitplans import call, fit_plan, sample_dims_of
 from ddr.pipeline.plan import Phase, Plan, StepPlan
 from ddr.pipeline.read_counts import ReadCounting
 from ddr.pipeline.recorded_fits import (
@@ -332,10 +332,10 @@ class _Runner(ReadCounting, OutputWriter):
                 if step.op.family == "statistic":
                     spec = step.op.cls.spec(**step.spec.with_)
                     X = args["X"]
-                    sdim = X.dims[0] if hasattr(X, "dims") else None
+                    sdim, along = sample_dims_of(X)  # a grid's sample dims
                     y, w = args.get("y"), args.get("sample_weight")
-                    y = _along(y, sdim)
-                    w = _along(w, sdim)
+                    y = _along(y, along)
+                    w = _along(w, along)
                     # the list form, as the generative classifiers use: equal specs of the
                     # same input then share one key (computed once)
                     plans[sid] = (lazy([spec], X, y, w, sample_dim=sdim), None)

@@ -215,6 +215,11 @@ class StatePlanning:
             return False
         if step.spec.search is not None:  # per-fold statistics, not recorded: searched anew
             return False
+        head = split_ref(step.refs.get("X", ""))[0]
+        if head in self.inputs and self.inputs[head].spec.sample_dims is not None:
+            # a grid: its rows are counted over all its sample dims, and each run of them
+            # would find its own mask; an update fits it again over every row
+            return False
         if step.op.family == "statistic":
             return True
         if step.op.family != "fit" or step.op.method not in ("fit", "fit_transform"):
