@@ -294,3 +294,31 @@ def test_a_statistic_over_several_sample_dims(field, tmp_path, monkeypatch):
     assert mean.dims == ("lat", "lon")
     want = ens.astype(np.float64).mean(("time", "member"))
     np.testing.assert_allclose(mean.values, want.values, rtol=1e-12)
+
+
+def test_a_classifier_on_a_grid_with_labels_along_time(field, tmp_path, monkeypatch):
+    """Labels along the grid's sample dim pair with its rows; class means are maps, and the
+    predictions are on the time axis."""
+    monkeypatch.chdir(tmp_path)
+    data = xr.open_zarr(field / "g.zarr")
+    season = (data["time"].dt.month.values % 12) // 3
+    xr.Dataset(
+        {"t2m": data["t2m"], "season": ("time", season)}, coords={"time": data["time"]}
+    ).to_zarr("s.zarr")
+    inputs = "T: {path: s.zarr, array: t2m, sample_dims: time}\ny: {path: s.zarr, array: season}\n"
+    steps = """
+      nb: {op: GaussianNB.fit, inputs: {X: T, y: y}}
+      pred: {op: GaussianNB.predict, inputs: {model: nb, X: T}}
+    """
+    out = """
+    - {kind: zarr, from: {theta: nb.theta_}, path: out/nb.zarr}
+    - {kind: zarr, from: {pred: pred}, path: out/pred.zarr}
+    """
+    run_plan(plan_pipeline(write_pipeline(tmp_path, inputs, out, steps), []))
+    est = ddr.GaussianNB().fit(data["t2m"], season, sample_dims="time")
+    theta = xr.open_zarr("out/nb.zarr")["theta"]
+    assert theta.dims == ("class", "lat", "lon")
+    np.testing.assert_allclose(theta.values, est.as_xarray("theta_").values, rtol=1e-12)
+    pred = xr.open_zarr("out/pred.zarr")["pred"]
+    assert pred.dims == ("time",)
+    np.testing.assert_array_equal(pred.values, est.predict(data["t2m"]).values)

@@ -68,7 +68,7 @@ def _aligned(args: dict[str, Any]) -> dict[str, Any]:
     """1-D per-sample arrays named along X's sample dim (labels stored as ``(index,)``), and
     variable-length strings (numpy's StringDType, what Zarr v3 string arrays read as) as
     object arrays of str, the string labels the estimators take."""
-    sdim = _sample_dim(args)
+    sdim = sample_dims_of(args.get("X"))[1]  # a grid's one sample dim (None: several)
     out = {}
     for role, value in args.items():
         dims = getattr(value, "dims", None)
