@@ -30,6 +30,19 @@ BLOCKS = [code for _, code in EXAMPLES]
 IDS = [where for where, _ in EXAMPLES]
 
 
+def _sst(path: Path, rng: np.random.Generator) -> None:
+    """A (time, lat, lon) field with NaN over a fixed 'land' block, as an xarray Zarr store."""
+    import xarray as xr
+
+    time = np.arange("2000-01", "2005-01", dtype="datetime64[M]")
+    lat, lon = np.linspace(-60, 60, 9), np.linspace(0, 330, 12)
+    values = rng.normal(size=(time.size, lat.size, lon.size)).astype("f4")
+    values[:, 2:4, 3:6] = np.nan
+    coords = {"time": time, "lat": lat, "lon": lon}
+    sst = xr.DataArray(values, dims=("time", "lat", "lon"), coords=coords, name="sst")
+    sst.chunk({"time": 20}).to_dataset().to_zarr(str(path), mode="w")
+
+
 def _views(path: Path, rng: np.random.Generator) -> None:
     """Two views of the same 600 rows sharing a 3-dimensional latent signal."""
     latent = rng.normal(size=(600, 3))
@@ -48,6 +61,7 @@ def data_dir(tmp_path_factory) -> Path:
     shutil.copytree(base / "data.zarr", base / "demo.zarr")
     write_demo_data(base / "sensors.zarr", DemoSpec(**{**vars(spec), "missing": 0.05}))
     _views(base / "views.zarr", np.random.default_rng(5))
+    _sst(base / "sst.zarr", np.random.default_rng(6))
     corpus = CountsSpec(n_samples=600, n_features=80, n_topics=3, doc_length=30, chunk_rows=150)
     write_counts_data(base / "corpus.zarr", corpus)
     shutil.copytree(ROOT / "pipelines", base / "pipelines")
