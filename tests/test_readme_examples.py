@@ -1,5 +1,6 @@
 """Every python example in README.md and in the user guide (docs/**/*.md) runs as written, on
-small data under the names it uses."""
+small data under the names it uses. An example whose first line is ``# continues the example
+above`` runs after the examples of its page that it continues."""
 
 from __future__ import annotations
 
@@ -28,6 +29,20 @@ EXAMPLES = [
 ]
 BLOCKS = [code for _, code in EXAMPLES]
 IDS = [where for where, _ in EXAMPLES]
+CONTINUES = "# continues the example above"
+
+
+def _chain(index: int) -> list[int]:
+    """The examples to run for example ``index``: those of its page it continues, then it."""
+    page = IDS[index].rsplit(" python example ", 1)[0]
+    chain = [index]
+    while BLOCKS[chain[0]].startswith(CONTINUES):
+        before = chain[0] - 1
+        assert before >= 0 and IDS[before].startswith(page + " "), (
+            f"{IDS[index]} continues an example, but none comes before it on its page"
+        )
+        chain.insert(0, before)
+    return chain
 
 
 def _sst(path: Path, rng: np.random.Generator) -> None:
@@ -103,4 +118,5 @@ def test_readme_example_runs(index, data_dir, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     namespace = _names_for(index, np.random.default_rng(index))
     with dask.config.set(scheduler="threads"):
-        exec(compile(BLOCKS[index], IDS[index], "exec"), namespace)
+        for i in _chain(index):
+            exec(compile(BLOCKS[i], IDS[i], "exec"), namespace)
