@@ -485,12 +485,12 @@ def test_misaligned_arrays_give_the_same_bits(rng, missing):
     assert got.loglik == ref.loglik
     m = PPCA(4, max_iter=5, tol=1e-3).fit(X)
     W, mu = m._args()[:2]
-    from ddr.decomposition._latent_gaussian import _score_block, _transform_block
+    from ddr.decomposition._latent_blocks import score_block, transform_block
 
     args = m._args()
     odd_args = (_misaligned(W), _misaligned(mu), *args[2:])
-    np.testing.assert_array_equal(_transform_block(_misaligned(X), *odd_args), m.transform(X))
-    np.testing.assert_array_equal(_score_block(_misaligned(X), *odd_args), m.score_samples(X))
+    np.testing.assert_array_equal(transform_block(_misaligned(X), *odd_args), m.transform(X))
+    np.testing.assert_array_equal(score_block(_misaligned(X), *odd_args), m.score_samples(X))
 
 
 def test_two_fits_on_the_cluster_are_bit_identical(client, rng):
