@@ -24,6 +24,7 @@ the error once, with ddr's advice, and its traceback goes to the log file.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -345,6 +346,12 @@ class IgnoreInterrupts(WorkerPlugin):
             signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _not_a_cancelled_start(record: logging.LogRecord) -> bool:
+    """False for a nanny's record of a worker start cancelled (the cluster closing)."""
+    exc = record.exc_info[1] if record.exc_info else None
+    return not isinstance(exc, asyncio.CancelledError)
+
+
 def quiet_interrupted_shutdown() -> None:
     """After Ctrl-C the cluster is closed mid-task: distributed's warnings about lost tasks
     and killed workers, and asyncio's about cancelled ones, tell the user nothing (ddr logs
@@ -363,6 +370,9 @@ def watch_cluster(client: Any, handlers: list[logging.Handler], *, own_workers: 
     log = logging.getLogger(__name__)
     plugins: list[WorkerPlugin] = [QuietTaskErrors()]
     if own_workers:
+        # a LocalCluster's nannies run in this process: one whose worker was still starting
+        # when the cluster closed logs the cancellation with a traceback, which says nothing
+        logging.getLogger("distributed.nanny").addFilter(_not_a_cancelled_start)
         plugins.append(IgnoreInterrupts(os.getpid()))
         if warnings.showwarning is _show_warning:  # the command line shows warnings its way
             _warnings_from_workers(client)
