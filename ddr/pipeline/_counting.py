@@ -224,7 +224,7 @@ def union_share(reads: Sequence[BlockReads | None]) -> float:
     first = known[0]
     if not first.total or any(r.mask.shape != first.mask.shape for r in known):
         return 1.0
-    mask = np.logical_or.reduce([r.mask for r in known])
+    mask = np.any(np.stack([r.mask for r in known]), axis=0)
     return float(first.nbytes[mask].sum()) / first.total
 
 
