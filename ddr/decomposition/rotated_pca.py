@@ -204,13 +204,7 @@ class RotatedPCA(FeatureWeighted, FitThenTransform, LinearProjection, BaseEstima
         tags.transformer.component_prefix = "RC"
         tags.transformer.n_components_limit = rank_limit
         tags.translation_invariant = "transform"
-        tags.xarray_dims = {
-            "components_": ("component", FEATURE),
-            "mean_": (FEATURE,),
-            "explained_variance_": ("component",),
-            "explained_variance_ratio_": ("component",),
-            "singular_values_": ("component",),
-        }
+        tags.xarray_dims = dict(pca.xarray_dims)  # the same attributes, rotated
         if self._weights() is not None:
             tags.xarray_dims["feature_weights_"] = (FEATURE,)
         return tags
