@@ -52,8 +52,15 @@ class DaskProcesses:
 
     def _spawn(self, name: str, args: list[str]) -> None:
         out = (self.logs / f"{name}.log").open("w")
+        # a session of its own: stop() can end a nanny together with its worker process
         self.procs.append(
-            subprocess.Popen([DASK, *args], stdout=out, stderr=subprocess.STDOUT, env=self.env)
+            subprocess.Popen(
+                [DASK, *args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                start_new_session=True,
+            )
         )
 
     def start(self) -> DaskProcesses:
@@ -101,14 +108,19 @@ class DaskProcesses:
             return c.run(os.getpid)
 
     def stop(self) -> None:
+        """SIGTERM to every process, then SIGKILL to the process group of any still alive
+        after 5 s (a nanny whose worker was killed in a test can take 30 s to close: nothing
+        here needs a graceful close)."""
         for p in reversed(self.procs):
             if p.poll() is None:
                 p.terminate()
+        deadline = time.monotonic() + 5.0
         for p in reversed(self.procs):
             try:
-                p.wait(timeout=30)
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                p.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
 
 
