@@ -368,3 +368,33 @@ def test_auto_takes_the_randomized_solver_for_wide_space_chunked_data(tmp_path, 
     ref = ddr.PCA(n_components=3, random_state=0).fit(da.from_zarr(str(rows)))
     close(pca.components_, ref.components_, 1e-10)
     close(pca.explained_variance_, ref.explained_variance_, 1e-10)
+
+
+def test_a_pipeline_reads_a_store_chunked_along_features(tmp_path, monkeypatch):
+    """A pipeline input stored in chunks along features (once refused at validation): the
+    PCA step's model and the scores it writes are the row-chunked store's, bit for bit, in the
+    passes planned and counted (fit, then scores: 2)."""
+    import json
+
+    from ddr.pipeline import plan_pipeline, run_plan
+
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(2000, 5)) @ rng.normal(size=(5, 24)) + rng.normal(size=(2000, 24))
+    for name, chunks in (("rows", (400, 24)), ("space", (400, 6))):
+        group = zarr.open_group(f"{name}.zarr", mode="w")
+        group.create_array(
+            "X", shape=X.shape, chunks=chunks, dtype="f4", dimension_names=("sample", "feature")
+        )[...] = X.astype("f4")
+        Path(f"{name}.yaml").write_text(
+            f"ddr: 1\nname: {name}\ninputs:\n  X: {{path: {name}.zarr, array: X}}\nsteps:\n"
+            "  pca: {op: PCA.fit, inputs: {X: X}, with: {n_components: 3}}\n"
+            "  scores: {op: PCA.transform, inputs: {model: pca, X: X}}\noutputs:\n"
+            f"  - {{kind: zarr, from: {{scores: scores}}, path: out-{name}/scores.zarr}}\n"
+            f"run:\n  summary: out-{name}/run-summary.json\n"
+        )
+        run_plan(plan_pipeline(f"{name}.yaml", []))
+        summary = json.loads(Path(f"out-{name}/run-summary.json").read_text())
+        assert summary["passes"] == {"X": 2.0} and summary["planned_passes"] == {"X": "2"}
+    got = xr.open_zarr("out-space/scores.zarr")["scores"].values
+    np.testing.assert_array_equal(got, xr.open_zarr("out-rows/scores.zarr")["scores"].values)

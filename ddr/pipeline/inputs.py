@@ -146,15 +146,8 @@ def open_pipeline_input(
             )
             return None
         arr = arr.chunk(spec.chunks)
-    # a grid's feature chunks are the estimators' to read (or refuse, saying how to rechunk)
-    if not grid and arr.ndim == 2 and hasattr(arr.data, "chunks") and len(arr.data.chunks[1]) > 1:
-        fdim = str(arr.dims[1])
-        problem(
-            (*where, "chunks") if spec.chunks else (*where, "path"),
-            f"input {name} is chunked along {fdim!r} ({len(arr.data.chunks[1])} "
-            f"chunks); ddr reads whole rows: add `chunks: {{{fdim}: -1}}`",
-        )
-        return None
+    # feature chunks are the estimators' to read: whole rows assembled inside the pass (or a
+    # refusal that says how to rechunk, where that cannot be done)
     desc = describe_input(arr)
     what = {
         "path": loc.url,
