@@ -22,9 +22,8 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
-from dask.base import tokenize
 
-from ddr.model_selection._split import _splitmix64
+from ddr.model_selection._split import _splitmix64, select_rows
 from ddr.stats._input import is_dask, is_sparse, is_xarray
 
 __all__ = ["hash_train_test_split"]
@@ -151,26 +150,11 @@ def _dask_rows(a: da.Array, test_size: float, seed: int, test: bool) -> da.Array
     """The train (or test) rows of a dask array: a blockwise selection, sizes known."""
     sizes, start = [], 0
     for size in a.chunks[0]:
-        sizes.append(int((_in_test(start, size, test_size, seed) == test).sum()))
+        sizes.append(int(_on_side(start, size, test_size, seed, test).sum()))
         start += size
-    out = da.map_blocks(
-        _take_rows,
-        a,
-        test_size,
-        seed,
-        test,
-        chunks=(tuple(sizes), *a.chunks[1:]),
-        dtype=a.dtype,
-        meta=a._meta,
-        name=f"ddr-hash-split-{tokenize(a, test_size, seed, test)}",
-    )
-    keep = [b for b, s in enumerate(sizes) if s > 0]
-    return out if len(keep) == len(sizes) else out.blocks[keep]
+    return select_rows(a, sizes, "ddr-hash-split", _on_side, test_size, seed, test)
 
 
-def _take_rows(
-    block: Any, test_size: float, seed: int, test: bool, block_info: dict[Any, Any] | None = None
-) -> Any:
-    """The rows of ``block`` on ``test``'s side (their global positions from ``block_info``)."""
-    start = block_info[0]["array-location"][0][0] if block_info else 0
-    return block[np.flatnonzero(_in_test(start, block.shape[0], test_size, seed) == test)]
+def _on_side(start: int, n: int, test_size: float, seed: int, test: bool) -> np.ndarray:
+    """Whether each of the rows ``start .. start + n - 1`` is on ``test``'s side."""
+    return _in_test(start, n, test_size, seed) == test

@@ -449,28 +449,51 @@ def _from_memory(data: Any, row_chunks: tuple[int, ...] | None) -> da.Array:
 
 
 def _hashed_rows(v: da.Array, cv: HashKFold, k: int, sizes: np.ndarray) -> da.Array:
-    """The rows of ``v`` in fold ``k`` of ``cv``: each block keeps its own (a blockwise
-    selection; ``sizes`` are the rows per block, known from the positions), and blocks left
-    empty are dropped (statistics are of rows, and a 0-row block has none)."""
+    """The rows of ``v`` in fold ``k`` of ``cv`` (``sizes``: the rows per block, known from
+    the positions)."""
+    return select_rows(v, sizes, "ddr-fold", _in_fold, cv.n_splits, cv.seed, k)
+
+
+def _in_fold(start: int, n: int, n_splits: int, seed: int, k: int) -> np.ndarray:
+    """Whether each of the rows ``start .. start + n - 1`` is in fold ``k``."""
+    return HashKFold(n_splits, seed=seed).fold_of(np.arange(start, start + n)) == k
+
+
+def select_rows(
+    v: da.Array, sizes: Any, name: str, keep: Any, *args: Any
+) -> da.Array:  # fmt: skip
+    """The rows of ``v`` that ``keep(start, n_rows, *args)`` marks, by their global positions:
+    each block keeps its own (a blockwise selection; ``sizes`` are the rows each block keeps,
+    known without reading), and blocks left empty are dropped (statistics are of rows, and a
+    0-row block has none).
+
+    Parameters
+    ----------
+    v : dask.array.Array of shape (n_samples, ...)
+    sizes : sequence of int, one per row block
+    name : str
+        The prefix of the graph's keys.
+    keep : callable ``(start, n_rows, *args) -> ndarray of bool, shape (n_rows,)``
+        Module-level (shipped to workers).
+    *args
+        Its arguments.
+    """
     out = da.map_blocks(
-        _take_fold,
+        _keep_rows,
         v,
-        cv.n_splits,
-        cv.seed,
-        k,
+        keep,
+        *args,
         chunks=(tuple(int(s) for s in sizes), *v.chunks[1:]),
         dtype=v.dtype,
         meta=v._meta,
-        name=f"ddr-fold-{tokenize(v, cv.n_splits, cv.seed, k)}",
+        name=f"{name}-{tokenize(v, keep, *args)}",
     )
-    keep = [b for b, s in enumerate(sizes) if s > 0]
-    return out if len(keep) == len(sizes) else out.blocks[keep]
+    kept = [b for b, s in enumerate(sizes) if s > 0]
+    return out if len(kept) == len(sizes) else out.blocks[kept]
 
 
-def _take_fold(
-    block: Any, n_splits: int, seed: int, k: int, block_info: dict[Any, Any] | None = None
-) -> Any:
-    """The rows of ``block`` in fold ``k`` (their global positions from ``block_info``)."""
+def _keep_rows(
+    block: Any, keep: Any, *args: Any, block_info: dict[Any, Any] | None = None
+) -> Any:  # fmt: skip
     start = block_info[0]["array-location"][0][0] if block_info else 0
-    folds = HashKFold(n_splits, seed=seed).fold_of(np.arange(start, start + block.shape[0]))
-    return block[np.flatnonzero(folds == k)]
+    return block[np.flatnonzero(keep(start, block.shape[0], *args))]
