@@ -166,15 +166,3 @@ def _checked_block(
             "float64"
         )
     return out
-
-
-def _wrap_xarray(
-    rows: Rows,
-    out: Any,
-    n_out: int | None,
-    new_dim: str | None,
-    new_coords: Sequence[Any] | None,
-    name: str,
-) -> Any:
-    """``out`` as a DataArray on the rows' sample dims (:func:`rows_dataarray`)."""
-    return rows_dataarray(rows, out, n_out, new_dim, new_coords, name)

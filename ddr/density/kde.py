@@ -680,6 +680,6 @@ def _cv_block(Q, idx, T, w, offset, center, W, cands, kernel):
 def _wrap(rows: Rows, out: Any) -> Any:
     if rows.kind != "xarray":
         return out
-    from ddr._map_rows import _wrap_xarray
+    from ddr.stats._grid_out import rows_dataarray
 
-    return _wrap_xarray(rows, out, None, None, None, "log_density")
+    return rows_dataarray(rows, out, None, None, None, "log_density")
