@@ -48,7 +48,12 @@ from ddr.pipeline.plan import (
 )
 from ddr.pipeline.schedule import Scheduling
 from ddr.pipeline.schema import InputSpec, Output, Pipeline, StepSpec, split_ref, validate
-from ddr.pipeline.searches import candidates, grid_problems, search_outputs
+from ddr.pipeline.searches import (
+    candidate_problems,
+    grid_problems,
+    search_outputs,
+    searched_width,
+)
 from ddr.pipeline.state_plan import StatePlanning
 from ddr.pipeline.update_plan import UpdatePlanning
 from ddr.tags import get_ddr_tags
@@ -466,9 +471,12 @@ class _Planner(OutputChecks, Scheduling, Fingerprinting, StatePlanning, UpdatePl
             return
         width = transformer.width(n, d) if transformer else None
         if step.spec.search is not None:
-            if not self._candidates_fit(step, n, d):
+            unfit = candidate_problems(cls, step.spec.with_, step.spec.search, n, d)
+            for path, message in unfit:
+                self.problem(("steps", step.id, "search", *path), message)
+            if unfit:
                 return
-            width = self._searched_width(step, n, d)
+            width = searched_width(cls, step.spec.with_, step.spec.search, n, d)
         keeps = get_ddr_tags(cls, **params).fit.keeps_data(n, d)
         model = ValueMeta(
             "model",
@@ -487,36 +495,6 @@ class _Planner(OutputChecks, Scheduling, Fingerprinting, StatePlanning, UpdatePl
         if step.spec.search is not None:  # the fitted search and its small results
             for name, kind in search_outputs().items():
                 step.outputs[name] = ValueMeta(kind, cls=cls if kind == "search" else None)
-
-    def _candidates_fit(self, step: StepPlan, n: int | None, d: int | None) -> bool:
-        """Every candidate of a searched step's grid within the rank limit of the data (as
-        ``with: {n_components: ...}`` is checked), each refused at its value."""
-        spec = step.spec
-        assert spec.search is not None and step.op.cls is not None
-        ok = True
-        for path, cand in _candidate_paths(spec.search):
-            params = {**spec.with_, **cand}
-            transformer = get_ddr_tags(step.op.cls, **params).transformer
-            limit = transformer.n_components_limit(n, d) if transformer else None
-            nc = params.get("n_components")
-            if limit is not None and isinstance(nc, int) and not isinstance(nc, bool):
-                if nc > limit[0] and "n_components" in cand:
-                    self.problem(
-                        ("steps", step.id, "search", *path["n_components"]),
-                        f"n_components={nc} is more than {limit[1]} = {limit[0]} of the data",
-                    )
-                    ok = False
-        return ok
-
-    def _searched_width(self, step: StepPlan, n: int | None, d: int | None) -> int | None:
-        """The output width of a searched model: its candidates' if they all agree."""
-        spec = step.spec
-        assert spec.search is not None and step.op.cls is not None
-        widths = set()
-        for cand in candidates(spec.search):
-            transformer = get_ddr_tags(step.op.cls, **spec.with_, **cand).transformer
-            widths.add(transformer.width(n, d) if transformer else None)
-        return widths.pop() if len(widths) == 1 else None
 
     def _apply_meta(
         self,
@@ -617,22 +595,6 @@ class _Planner(OutputChecks, Scheduling, Fingerprinting, StatePlanning, UpdatePl
             n_features_in=n_in if isinstance(n_in, int) else None,
             n_out=n_out if isinstance(n_out, int) else None,
         )
-
-
-def _candidate_paths(spec: Any) -> list[tuple[dict[str, tuple[Any, ...]], dict[str, Any]]]:
-    """Each candidate of a search's grid, with where each of its values is written (below
-    ``search``): ``({"n_components": ("param_grid", "n_components", 2)}, {...})``."""
-    import itertools
-
-    grids = spec.param_grid if isinstance(spec.param_grid, list) else [spec.param_grid]
-    out = []
-    for g, grid in enumerate(grids):
-        base = ("param_grid", g) if isinstance(spec.param_grid, list) else ("param_grid",)
-        names = sorted(grid)  # scikit-learn's ParameterGrid order
-        for picks in itertools.product(*(range(len(grid[k])) for k in names)):
-            paths = {k: (*base, k, i) for k, i in zip(names, picks, strict=True)}
-            out.append((paths, {k: grid[k][i] for k, i in zip(names, picks, strict=True)}))
-    return out
 
 
 def _resolved(data: dict[str, Any]) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from typing import Any
 from ddr.model_selection._passes import N_PASSES
 from ddr.pipeline import registry
 from ddr.pipeline.spec_types import HashFolds, SearchSpec
+from ddr.tags import get_ddr_tags
 
 __all__ = [
     "SEARCH_OUTPUTS",
@@ -204,3 +205,50 @@ def search_outputs() -> dict[str, str]:
 
 def _shown(cand: dict[str, Any]) -> str:
     return "{" + ", ".join(f"{k}: {v!r}" for k, v in cand.items()) + "}"
+
+
+def candidate_problems(
+    cls: type, with_: dict[str, Any], spec: SearchSpec, n: int | None, d: int | None
+) -> list[tuple[tuple[Any, ...], str]]:
+    """Candidates of the grid past the rank limit of data of shape ``(n, d)`` (as ``with:
+    {n_components: ...}`` is checked): ``(where below search:, message)`` for each value."""
+    out = []
+    for path, cand in _candidate_paths(spec):
+        params = {**with_, **cand}
+        transformer = get_ddr_tags(cls, **params).transformer
+        limit = transformer.n_components_limit(n, d) if transformer else None
+        nc = params.get("n_components")
+        if limit is None or not isinstance(nc, int) or isinstance(nc, bool):
+            continue
+        if nc > limit[0] and "n_components" in cand:
+            message = f"n_components={nc} is more than {limit[1]} = {limit[0]} of the data"
+            out.append((path["n_components"], message))
+    return out
+
+
+def searched_width(
+    cls: type, with_: dict[str, Any], spec: SearchSpec, n: int | None, d: int | None
+) -> int | None:
+    """The output width of a searched model: its candidates' if they all agree."""
+    widths = set()
+    for cand in candidates(spec):
+        transformer = get_ddr_tags(cls, **with_, **cand).transformer
+        widths.add(transformer.width(n, d) if transformer else None)
+    return widths.pop() if len(widths) == 1 else None
+
+
+def _candidate_paths(spec: SearchSpec) -> list[tuple[dict[str, tuple[Any, ...]], dict[str, Any]]]:
+    """Each candidate of the grid, with where each of its values is written (below
+    ``search``): ``({"n_components": ("param_grid", "n_components", 2)}, {...})``; in
+    :func:`candidates`' order."""
+    import itertools
+
+    grids = spec.param_grid if isinstance(spec.param_grid, list) else [spec.param_grid]
+    out = []
+    for g, grid in enumerate(grids):
+        base = ("param_grid", g) if isinstance(spec.param_grid, list) else ("param_grid",)
+        names = sorted(grid)  # scikit-learn's ParameterGrid order
+        for picks in itertools.product(*(range(len(grid[k])) for k in names)):
+            paths = {k: (*base, k, i) for k, i in zip(names, picks, strict=True)}
+            out.append((paths, {k: grid[k][i] for k, i in zip(names, picks, strict=True)}))
+    return out
