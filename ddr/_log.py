@@ -329,9 +329,11 @@ def _not_an_echo(record: logging.LogRecord) -> bool:
 
 class IgnoreInterrupts(WorkerPlugin):
     """A worker plugin for worker processes this process started (a LocalCluster): they
-    ignore Ctrl-C, which the terminal sends to every process of the group. This process
-    stops the run and then closes its cluster; workers that each died of the interrupt
-    would print a traceback apiece."""
+    do not stop on Ctrl-C, which the terminal sends to every process of the group. This
+    process stops the run and then closes its cluster; workers that each died of the
+    interrupt would print a traceback apiece. A worker that saw Ctrl-C goes quiet as this
+    process does (:func:`quiet_interrupted_shutdown`): the scheduler may stop before the
+    worker is told to, and its failed heartbeat would print one more."""
 
     name = "ddr-ignore-interrupts"
 
@@ -343,7 +345,11 @@ class IgnoreInterrupts(WorkerPlugin):
 
         # only in a worker's own process, where the event loop runs in the main thread
         if os.getpid() != self.parent_pid and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, _quiet_on_interrupt)
+
+
+def _quiet_on_interrupt(signum: int, frame: Any) -> None:
+    quiet_interrupted_shutdown()
 
 
 def _not_a_cancelled_start(record: logging.LogRecord) -> bool:
