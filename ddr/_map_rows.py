@@ -19,6 +19,7 @@ import numpy as np
 from ddr.stats._checks import block_start, check_rows, rows_at, sum_is_finite
 from ddr.stats._grid_out import rows_dataarray
 from ddr.stats._input import Rows
+from ddr.stats._units import DataUnits
 from ddr.stats.engine import aligned
 
 __all__ = ["RowCheck", "map_rows"]
@@ -38,6 +39,7 @@ def map_rows(
     allow_nan: bool = False,
     method: str = "",
     hint: str = "",
+    units: DataUnits = None,
 ) -> Any:
     """Apply ``fn(block, *args)`` to every row block and return the result in the input's form.
 
@@ -73,6 +75,9 @@ def map_rows(
         The method, as messages name it (``"PCA.transform"``).
     hint : str
         Said after the refusal of NaN (what to use instead).
+    units : str, mapping or None
+        The output's units, the ``units`` attribute of a DataArray output: the estimator's
+        ``_output_units(power)`` of the fitted data's units (:mod:`ddr.stats._units`).
     """
     X = rows.data
     label = name or fn.__name__.strip("_")
@@ -113,7 +118,7 @@ def map_rows(
         est, _, meth = method.partition(".")
         attrs = {"long_name": f"{meth or est} output of {est}", "ddr:estimator": est}
         attrs.update({"ddr:method": meth} if meth else {})
-    return rows_dataarray(rows, out, n_out, new_dim, new_coords, label, attrs)
+    return rows_dataarray(rows, out, n_out, new_dim, new_coords, label, attrs, units)
 
 
 def _key_name(name: str | None, fn: Callable, X: da.Array, args: tuple[Any, ...]) -> str:

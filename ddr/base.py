@@ -29,6 +29,7 @@ from ddr.stats._checks import check_rows
 from ddr.stats._grid import SampleDims
 from ddr.stats._grid_out import fitted_dataarray, take_sample_dims
 from ddr.stats._input import Rows, align_to_rows, as_rows, is_sparse, is_xarray
+from ddr.stats._units import DataUnits, data_units, units_of
 from ddr.tags import FEATURE, DDRTags, TransformerTags, check_estimator_class, get_ddr_tags
 
 __all__ = [
@@ -344,12 +345,17 @@ class DDRMixin:
 
     def _forget_features(self) -> None:
         """Drop what a previous fit remembered of its input's features."""
-        for attr in ("feature_dim_", "feature_coords_", "feature_layout_", "sample_dims_"):
+        for attr in (
+            "feature_dim_", "feature_coords_", "feature_layout_", "sample_dims_", "feature_units_"
+        ):  # fmt: skip
             self.__dict__.pop(attr, None)
 
     def _remember_features(self, rows: Rows) -> None:
         tmpl = rows.template
         self.feature_dim_ = rows.feature_dim
+        # the data's units (CF's attribute; one per variable of a Dataset): what the units
+        # of attributes and outputs are said in (ddr.stats._units)
+        self.feature_units_ = data_units(tmpl)
         if rows.layout is not None:
             # a grid: feature-shaped attributes go back on it (as_xarray)
             self.feature_layout_ = rows.layout
@@ -358,6 +364,11 @@ class DDRMixin:
             self.feature_coords_ = np.asarray(tmpl.coords[rows.feature_dim].values)
 
     # ----------------------------------------------------------------- output
+    def _output_units(self, power: int | None) -> DataUnits:
+        """The units of an output ``power`` of the fitted data's units (``map_rows``'s
+        ``units``; None where the data had none, :mod:`ddr.stats._units`)."""
+        return units_of(power, getattr(self, "feature_units_", None))
+
     def as_xarray(self, name: str) -> Any:
         """A fitted attribute as a DataArray with named dims and the features' coordinates.
 
@@ -365,7 +376,9 @@ class DDRMixin:
         labelled view. Fitted on a DataArray with several feature dims (a grid), each feature
         axis becomes the grid's dims with their coordinates, NaN at masked features: a map
         per component, class or cluster. Attributes ``long_name``, ``ddr:estimator`` and
-        ``ddr:attribute`` say what it is.
+        ``ddr:attribute`` say what it is, and ``units`` what it is in when the data had
+        units (the estimator's ``xarray_units`` tag: e.g. ``mean_`` in the data's units,
+        ``explained_variance_`` in their square, ``components_`` "1").
 
         Parameters
         ----------
@@ -380,7 +393,8 @@ class DDRMixin:
             Dataset with one variable per data variable of the input.
         """
         check_is_fitted(self)
-        declared = get_ddr_tags(self).xarray_dims
+        tags = get_ddr_tags(self)
+        declared = tags.xarray_dims
         if name not in declared:
             raise ValueError(
                 f"{type(self).__name__}.as_xarray: {name!r} is not available; valid names are "
@@ -402,6 +416,7 @@ class DDRMixin:
                 "ddr:estimator": est,
                 "ddr:attribute": name,
             },
+            units=self._output_units(tags.xarray_units.get(name)),
         )
 
     # ------------------------------------------------------------ persistence

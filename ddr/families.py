@@ -83,6 +83,10 @@ class Blockwise:
         NaN in the rows is accepted (missing values the method handles).
     hint : str, default ""
         Said after a refusal of NaN (what to use instead).
+    units : int or None, default None
+        The power of the fitted data's units the output is in (1: the data's units, 0:
+        dimensionless; :mod:`ddr.stats._units`), its ``units`` attribute when the data had
+        units; None: not stated.
     """
 
     fn: Callable[..., np.ndarray]
@@ -93,6 +97,7 @@ class Blockwise:
     coords: bool = True
     allow_nan: bool = False
     hint: str = ""
+    units: int | None = None
 
 
 # --------------------------------------------------------------- component outputs
@@ -158,6 +163,7 @@ class ComponentTransformer(DDRMixin, ClassNamePrefixFeaturesOutMixin, Transforme
             allow_nan=block.allow_nan,
             method=f"{type(self).__name__}.transform",
             hint=block.hint,
+            units=self._output_units(block.units),
         )
 
     def _reconstruct(self, rows: Rows, block: Blockwise) -> Any:
@@ -174,6 +180,7 @@ class ComponentTransformer(DDRMixin, ClassNamePrefixFeaturesOutMixin, Transforme
             args=block.args,
             check=block.check,
             method=f"{type(self).__name__}.inverse_transform",
+            units=self._output_units(block.units),
         )
 
 
@@ -317,6 +324,7 @@ class SameWidthTransformer(DDRMixin, OneToOneFeatureMixin, TransformerMixin, abc
             check=block.check,
             allow_nan=block.allow_nan,
             method=f"{type(self).__name__}.{method}",
+            units=self._output_units(block.units),
         )
 
 

@@ -396,6 +396,12 @@ class DDRTags:
         For fitted attributes with a feature or class axis, the dims
         ``DDRMixin.as_xarray`` gives them (:data:`FEATURE` stands for the
         training data's feature dim), e.g. ``{"components_": ("component", FEATURE)}``.
+    xarray_units : dict, default empty
+        For attributes of ``xarray_dims``, the power of the data's units each is in, stated
+        as its ``units`` attribute when the data have one (:mod:`ddr.stats._units`): 1
+        (``mean_``), 2 (variances), 0 (dimensionless: unit vectors, ratios, probabilities,
+        counts), -1 (CCA's weights), None (not stated: ddr cannot say); an attribute not
+        listed is given no units. E.g. ``{"components_": 0, "explained_variance_": 2}``.
     translation_invariant : str or None, default None
         The method whose output does not change when the data the model is fitted on and
         applied to move by one constant vector (checked on data at a 1e8 offset).
@@ -414,6 +420,7 @@ class DDRTags:
     fit: FitTags = dataclasses.field(default_factory=FitTags)
     transformer: TransformerTags | None = None
     xarray_dims: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    xarray_units: dict[str, int | None] = dataclasses.field(default_factory=dict)
     translation_invariant: str | None = None
     loglik_attribute: str | None = None
     cluster_sizes: Callable[[Any], Any] | None = None

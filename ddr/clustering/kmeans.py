@@ -222,6 +222,7 @@ default="k-means++"
             "cluster_centers_": ("cluster", FEATURE),
             "cluster_sizes_": ("cluster",),
         }
+        tags.xarray_units = {"cluster_centers_": 1, "cluster_sizes_": 0}
         tags.checks.params = {"n_clusters": 3, "random_state": 0}
         return tags
 
@@ -389,7 +390,7 @@ default="k-means++"
         return map_rows(
             rows, _transform_block, n_out=k, dtype=np.float64, new_dim="cluster",
             new_coords=list(range(k)), name="kmeans-transform", args=(self.cluster_centers_,),
-            method="KMeans.transform",
+            method="KMeans.transform", units=self._output_units(1),  # distances
         )  # fmt: skip
 
     def score(self, X: Any, y: Any = None, *, sample_dim: Hashable | None = None) -> float:

@@ -44,7 +44,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils._param_validation import Interval
 
 from ddr.base import FEATURE, map_rows
-from ddr.cross_decomposition._views import TwoViewMixin
+from ddr.cross_decomposition._views import Y_FEATURE, TwoViewMixin
 from ddr.linalg.signs import component_signs
 from ddr.stats import Moments
 from ddr.stats._input import is_dask, is_xarray
@@ -155,7 +155,28 @@ class CCA(TwoViewMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     def __ddr_tags__(self) -> DDRTags:
         tags = super().__ddr_tags__()
         tags.fit.solve_params = frozenset({"n_components", "reg"})
-        tags.xarray_dims = {"x_weights_": (FEATURE, "component"), "x_mean_": (FEATURE,)}
+        tags.xarray_dims = {
+            "x_weights_": (FEATURE, "component"),
+            "x_mean_": (FEATURE,),
+            "x_covariance_": (FEATURE, FEATURE + "_2"),
+            "y_weights_": (Y_FEATURE, "component"),
+            "y_mean_": (Y_FEATURE,),
+            "y_covariance_": (Y_FEATURE, Y_FEATURE + "_2"),
+            "correlations_": ("component",),
+            "singular_values_": ("component",),
+        }
+        # each view's in its own units (Y's attributes in Y's): the weights map a view to
+        # variates of unit variance, so they are in the view's inverse units
+        tags.xarray_units = {
+            "x_weights_": -1,
+            "x_mean_": 1,
+            "x_covariance_": 2,
+            "y_weights_": -1,
+            "y_mean_": 1,
+            "y_covariance_": 2,
+            "correlations_": 0,
+            "singular_values_": 0,
+        }
         tags.checks.params = {"n_components": 1}  # one pair of directions of a one-column view
         if not self.reg:
             tags.checks.expected_failed_checks = {
@@ -313,3 +334,6 @@ class CCA(TwoViewMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
 
     def _projections(self) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
         return (self.x_weights_, self.x_mean_), (self.y_weights_, self.y_mean_)
+
+    def _score_units(self) -> int:
+        return 0  # canonical variates: unit variance at reg=0, dimensionless at any reg

@@ -18,7 +18,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils._param_validation import Interval
 
 from ddr.base import FEATURE
-from ddr.cross_decomposition._views import TwoViewMixin
+from ddr.cross_decomposition._views import Y_FEATURE, TwoViewMixin
 from ddr.linalg.signs import component_signs
 from ddr.stats import Moments
 from ddr.tags import DDRTags
@@ -73,6 +73,19 @@ class PLSSVD(TwoViewMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             "x_weights_": (FEATURE, "component"),
             "x_mean_": (FEATURE,),
             "x_std_": (FEATURE,),
+            "y_weights_": (Y_FEATURE, "component"),
+            "y_mean_": (Y_FEATURE,),
+            "y_std_": (Y_FEATURE,),
+        }
+        # unit vectors; each view's mean and scale in its own units (1s with scale=False)
+        std = 1 if self.scale else 0
+        tags.xarray_units = {
+            "x_weights_": 0,
+            "x_mean_": 1,
+            "x_std_": std,
+            "y_weights_": 0,
+            "y_mean_": 1,
+            "y_std_": std,
         }
         tags.checks.params = {"n_components": 1}  # one pair of directions of a one-column view
         return tags
@@ -115,3 +128,6 @@ class PLSSVD(TwoViewMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             (self.x_weights_ / self.x_std_[:, None], self.x_mean_),
             (self.y_weights_ / self.y_std_[:, None], self.y_mean_),
         )
+
+    def _score_units(self) -> int:
+        return 0 if self.scale else 1  # of the standardised views, or of the views

@@ -414,6 +414,13 @@ class FeatureWeighted:
         """The fitted weights (None: unweighted, or a model saved before they existed)."""
         return getattr(self, "feature_weights_", None)
 
+    def _weighted_units(self, power: int) -> int | None:
+        """The power of the data's units a quantity of the weighted space ``X_w`` is in
+        (scores, variances, singular values): ``power`` without weights; not stated with
+        them, whose units ddr is not told (``sqrt(cos(lat))`` has none, ``1 / std`` the
+        inverse of the data's), so the units of ``X_w`` are not known."""
+        return power if self._weights() is None else None
+
     def _weighted_projection(self, components: np.ndarray) -> np.ndarray:
         """``components`` (k, d) of the weighted space as a map of the data's rows:
         ``((x - mean) * w) @ C.T = (x - mean) @ (C * w).T``."""
@@ -483,4 +490,6 @@ class FeatureWeighted:
         for item in [unweighted] + [unweighted[v] for v in getattr(unweighted, "data_vars", ())]:
             if "long_name" in item.attrs:
                 item.attrs["long_name"] = f"{item.attrs['long_name']}, unweighted"
+            # in the inverse of the weights' units, which ddr is not told (_weighted_units)
+            item.attrs.pop("units", None)
         return unweighted

@@ -513,9 +513,11 @@ class LatentGaussianModel(
     def _projection(self, rows: Rows) -> Blockwise:
         """The posterior means' blockwise map (each row with its observed features)."""
         name = f"{self._key_prefix()}_transform"
+        # posterior means of the latent z ~ N(0, I): dimensionless
         return Blockwise(
-            transform_block, self._args(), np.float64, name, coords=False, allow_nan=True
-        )
+            transform_block, self._args(), np.float64, name, coords=False, allow_nan=True,
+            units=0,
+        )  # fmt: skip
 
     def _key_prefix(self) -> str:
         return type(self).__name__.lower()
@@ -565,7 +567,8 @@ class LatentGaussianModel(
         rows = self._component_rows(X, sample_dim=sample_dim)
         W, mu, _ = self._args()
         name = f"{self._key_prefix()}_inverse"
-        return self._reconstruct(rows, Blockwise(inverse_block, (W, mu), np.float64, name))
+        block = Blockwise(inverse_block, (W, mu), np.float64, name, units=1)
+        return self._reconstruct(rows, block)
 
     def impute(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
         """X with every NaN replaced by ``E[x_missing | x_observed]`` under the model, blockwise.
@@ -598,6 +601,7 @@ class LatentGaussianModel(
             check="output",
             allow_nan=True,
             method=f"{type(self).__name__}.impute",
+            units=self._output_units(1),
         )
         if rows.kind == "xarray":
             fdim = rows.feature_dim

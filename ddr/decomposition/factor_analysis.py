@@ -282,6 +282,8 @@ class FactorAnalysis(LatentGaussianModel, BaseEstimator):
             "mean_": (FEATURE,),
             "noise_variance_": (FEATURE,),
         }
+        # loadings: the data per unit of a factor z ~ N(0, 1)
+        tags.xarray_units = {"components_": 1, "mean_": 1, "noise_variance_": 2}
         return tags
 
     # ---------------------------------------------------------------------- fit

@@ -321,6 +321,8 @@ default="linear"
         if self.kernel in ("rbf", "laplacian"):
             tags.translation_invariant = "transform"
         tags.xarray_dims = {"landmarks_": ("landmark", FEATURE), "X_fit_": ("sample", FEATURE)}
+        # rows of the data; the kernel scores have no units ddr can say
+        tags.xarray_units = {"landmarks_": 1, "X_fit_": 1}
         # the suites (and the pipeline's op tests) exercise the learned pre-image too
         tags.checks.params = {"fit_inverse_transform": True}
         return tags
@@ -585,7 +587,9 @@ default="linear"
             )
         rows = self._component_rows(X, sample_dim=sample_dim)
         packed = (self.X_transformed_fit_, self.dual_coef_, self._spec())
-        block = Blockwise(_preimage, (_ship(packed, rows),), np.float64, "kernel_pca_preimage")
+        block = Blockwise(
+            _preimage, (_ship(packed, rows),), np.float64, "kernel_pca_preimage", units=1
+        )
         return self._reconstruct(rows, block)
 
     def __sklearn_tags__(self):

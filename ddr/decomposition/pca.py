@@ -287,8 +287,17 @@ class PCA(
             "explained_variance_ratio_": ("component",),
             "singular_values_": ("component",),
         }
+        # unit rows (in the weighted space too); the variances are those of X_w
+        tags.xarray_units = {
+            "components_": 0,
+            "mean_": 1,
+            "explained_variance_": self._weighted_units(2),
+            "explained_variance_ratio_": 0,
+            "singular_values_": self._weighted_units(1),
+        }
         if self._weights() is not None:
             tags.xarray_dims["feature_weights_"] = (FEATURE,)
+            tags.xarray_units["feature_weights_"] = None  # their units are the user's
         return tags
 
     def _mergeable(self, n_samples: Any, n_features: Any) -> bool:
@@ -631,7 +640,10 @@ class PCA(
         dtype = out_dtype(rows.data.dtype)
         projection = self._weighted_projection(self.components_)
         args = (self.mean_, projection, self._scale(), dtype)
-        return Blockwise(transform_block, args, dtype, "pca-transform", hint=MISSING_HINT)
+        units = 0 if self.whiten else self._weighted_units(1)
+        return Blockwise(
+            transform_block, args, dtype, "pca-transform", hint=MISSING_HINT, units=units
+        )
 
     def _reconstruction(self, rows: Rows) -> Blockwise:
         """``(Z * scale) @ components_ + mean_``: whitening undone (and the feature weights:
@@ -639,7 +651,7 @@ class PCA(
         dtype = out_dtype(rows.data.dtype)
         args = (self.mean_, self._unweighted(self.components_), self._scale(), dtype)
         check = self._reconstruction_check()
-        return Blockwise(inverse_block, args, dtype, "pca-inverse-transform", check=check)
+        return Blockwise(inverse_block, args, dtype, "pca-inverse-transform", check=check, units=1)
 
     # ------------------------------------------------------ probabilistic PCA
     def __sklearn_tags__(self) -> Any:

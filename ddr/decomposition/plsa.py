@@ -213,6 +213,7 @@ class PLSA(FitThenTransform, ComponentTransformer, BaseEstimator):
         tags.transformer.n_components_limit = rank_limit
         tags.loglik_attribute = "loglike_"
         tags.xarray_dims = {"components_": ("component", FEATURE)}
+        tags.xarray_units = {"components_": 0}  # P(word | topic)
         tags.checks.params = {"n_components": 2, "random_state": 0}
         return tags
 
@@ -318,8 +319,9 @@ class PLSA(FitThenTransform, ComponentTransformer, BaseEstimator):
         """Each row folded in at the fitted topics: its ``P(topic | document)`` (rows sum to
         1; uniform for empty documents; words no topic emits are left out)."""
         return Blockwise(
-            _transform_block, (self.components_,), np.float64, "plsa-transform", check="input"
-        )
+            _transform_block, (self.components_,), np.float64, "plsa-transform", check="input",
+            units=0,
+        )  # fmt: skip
 
     def score_samples(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
         """Log-likelihood ``sum_w n(d, w) log P(w | d)`` of each document at its mixture.

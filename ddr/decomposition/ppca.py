@@ -189,6 +189,7 @@ class PPCA(LatentGaussianModel, BaseEstimator):
         tags.transformer.n_components_limit = _all_but_one_limit
         tags.loglik_attribute = "loglik_curve_"
         tags.xarray_dims = {"components_": ("component", FEATURE), "mean_": (FEATURE,)}
+        tags.xarray_units = {"components_": 0, "mean_": 1}  # orthonormal axes
         return tags
 
     # --------------------------------------------------------------- validation

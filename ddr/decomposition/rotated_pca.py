@@ -62,6 +62,7 @@ _INPUT_ATTRS = (
     "feature_coords_",
     "feature_layout_",
     "sample_dims_",
+    "feature_units_",
 )
 _SOLVERS = ("auto", "covariance_eigh", "randomized", "full", "arpack")
 #: a principal variance at most this times the largest (times n_features) is round-off:
@@ -205,8 +206,12 @@ class RotatedPCA(FeatureWeighted, FitThenTransform, LinearProjection, BaseEstima
         tags.transformer.n_components_limit = rank_limit
         tags.translation_invariant = "transform"
         tags.xarray_dims = dict(pca.xarray_dims)  # the same attributes, rotated
+        tags.xarray_units = dict(pca.xarray_units)  # unit rows; variances of X_w's scores
+        for name in ("explained_variance_", "singular_values_"):
+            tags.xarray_units[name] = self._weighted_units(pca.xarray_units[name] or 0)
         if self._weights() is not None:
             tags.xarray_dims["feature_weights_"] = (FEATURE,)
+            tags.xarray_units["feature_weights_"] = None  # their units are the user's
         return tags
 
     # -------------------------------------------------------------------- fit
@@ -389,14 +394,19 @@ class RotatedPCA(FeatureWeighted, FitThenTransform, LinearProjection, BaseEstima
         dtype."""
         dtype = out_dtype(rows.data.dtype)
         args = (self.mean_, self._weighted_projection(self._score_map().T), None, dtype)
-        return Blockwise(transform_block, args, dtype, "rotated-pca-transform", hint=MISSING_HINT)
+        units = self._weighted_units(1)
+        return Blockwise(
+            transform_block, args, dtype, "rotated-pca-transform", hint=MISSING_HINT, units=units
+        )
 
     def _reconstruction(self, rows: Rows) -> Blockwise:
         """``scores @ (components_ / feature_weights_) + mean_`` (NaN where a weight is 0)."""
         dtype = out_dtype(rows.data.dtype)
         args = (self.mean_, self._unweighted(self.components_), None, dtype)
         check = self._reconstruction_check()
-        return Blockwise(inverse_block, args, dtype, "rotated-pca-inverse-transform", check=check)
+        return Blockwise(
+            inverse_block, args, dtype, "rotated-pca-inverse-transform", check=check, units=1
+        )
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()

@@ -215,8 +215,17 @@ class TruncatedSVD(
             "explained_variance_": ("component",),
             "explained_variance_ratio_": ("component",),
         }
+        # unit rows; the singular values and variances are those of X * w
+        tags.xarray_units = {
+            "components_": 0,
+            "mean_": 1,
+            "singular_values_": self._weighted_units(1),
+            "explained_variance_": self._weighted_units(2),
+            "explained_variance_ratio_": 0,
+        }
         if self._weights() is not None:
             tags.xarray_dims["feature_weights_"] = (FEATURE,)
+            tags.xarray_units["feature_weights_"] = None  # their units are the user's
         return tags
 
     # -------------------------------------------------------------------- fit
@@ -394,7 +403,8 @@ class TruncatedSVD(
         """``X @ components_.T`` (dense output, even for sparse rows, as scikit-learn)."""
         dtype = out_dtype(rows.data.dtype)
         args = (np.ascontiguousarray(self._weighted_projection(self.components_).T), dtype)
-        return Blockwise(_project_block, args, dtype, "truncated-svd-transform")
+        units = self._weighted_units(1)
+        return Blockwise(_project_block, args, dtype, "truncated-svd-transform", units=units)
 
     def _reconstruction(self, rows: Rows) -> Blockwise:
         """``X @ (components_ / feature_weights_)``: a rank-``n_components`` approximation of
@@ -402,7 +412,9 @@ class TruncatedSVD(
         dtype = out_dtype(rows.data.dtype)
         check = self._reconstruction_check()
         args = (self._unweighted(self.components_), dtype)
-        return Blockwise(_reconstruct_block, args, dtype, "truncated-svd-inverse", check=check)
+        return Blockwise(
+            _reconstruct_block, args, dtype, "truncated-svd-inverse", check=check, units=1
+        )
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()

@@ -94,6 +94,7 @@ class GaussianDensity(MergedFitMixin, LogLikelihoodScore, DDRMixin, DensityMixin
         tags.fit.solve_params = frozenset({"ddof", "reg_covar"})
         tags.translation_invariant = "score_samples"
         tags.xarray_dims = {"mean_": (FEATURE,), "covariance_": (FEATURE, FEATURE + "_2")}
+        tags.xarray_units = {"mean_": 1, "covariance_": 2}
         tags.checks.expected_failed_checks = {
             "check_sample_weight_equivalence_on_dense_data": WEIGHTS_SINGULAR
         }

@@ -129,6 +129,14 @@ class LinearDiscriminantAnalysis(
             "scalings_": (FEATURE, "component"),
             "covariance_": (FEATURE, FEATURE + "_2"),
         }
+        # the Fisher directions whiten the within-class covariance: the data's inverse units
+        tags.xarray_units = {
+            "means_": 1,
+            "priors_": 0,
+            "class_count_": 0,
+            "scalings_": -1,
+            "covariance_": 2,
+        }
         return tags
 
     def _priors(self) -> np.ndarray:
@@ -302,6 +310,7 @@ class LinearDiscriminantAnalysis(
             rows, lda_transform, n_out=scalings.shape[1], dtype=np.float64,
             new_dim="component", new_coords=np.arange(scalings.shape[1]), name="lda_transform",
             args=(shift, scalings), check="output", method=f"{type(self).__name__}.transform",
+            units=self._output_units(0),  # unit within-class variance
         )  # fmt: skip
 
     def fit_transform(self, X: Any, y: Any = None, **params: Any) -> Any:

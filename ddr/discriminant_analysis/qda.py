@@ -154,6 +154,7 @@ class QuadraticDiscriminantAnalysis(DiscriminantBase):
             "priors_": ("class",),
             "class_count_": ("class",),
         }
+        tags.xarray_units = {"means_": 1, "priors_": 0, "class_count_": 0}
         if not self.reg_param:
             why = (
                 "the checks' rows give a class collinear rows: a singular class "

@@ -488,14 +488,16 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC
         data = self._transform_input(rows.data)
         return rows.with_data(data)
 
-    def _map(self, X: Any, sample_dim: Hashable | None, fn: Callable, name: str) -> Any:
+    def _map(
+        self, X: Any, sample_dim: Hashable | None, fn: Callable, name: str, units: int | None
+    ) -> Any:
         rows = self._predict_rows(X, sample_dim)
         jll, params = self._jll()
         params = _ship(params, rows)
         return map_rows(
             rows, fn, n_out=len(self.classes_), dtype=np.float64, new_dim="class",
             new_coords=self.classes_, name=name, args=(jll, params),
-            method=f"{type(self).__name__}.predict_{name}",
+            method=f"{type(self).__name__}.predict_{name}", units=self._output_units(units),
         )  # fmt: skip
 
     def predict_joint_log_proba(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
@@ -512,7 +514,8 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC
         ndarray, dask array or DataArray of shape (n_samples, n_classes)
             Columns in the order of ``classes_``; a DataArray has a ``class`` dim.
         """
-        return self._map(X, sample_dim, joint_log_likelihood_block, "joint_log_proba")
+        # a log-density: its units (those of the data to the power -n_features) not stated
+        return self._map(X, sample_dim, joint_log_likelihood_block, "joint_log_proba", None)
 
     def predict_log_proba(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
         """Log posterior ``log p(c | x)``, normalised by log-sum-exp (no underflow).
@@ -527,7 +530,7 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC
         -------
         ndarray, dask array or DataArray of shape (n_samples, n_classes)
         """
-        return self._map(X, sample_dim, log_proba_block, "log_proba")
+        return self._map(X, sample_dim, log_proba_block, "log_proba", 0)
 
     def predict_proba(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
         """Posterior probabilities ``p(c | x)``.
@@ -542,7 +545,7 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC
         -------
         ndarray, dask array or DataArray of shape (n_samples, n_classes)
         """
-        return self._map(X, sample_dim, proba_block, "proba")
+        return self._map(X, sample_dim, proba_block, "proba", 0)
 
     def predict(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:
         """The most probable class of each row (one blockwise pass).

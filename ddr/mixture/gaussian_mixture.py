@@ -219,6 +219,7 @@ class GaussianMixture(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator)
             "weights_": ("component",),
             "covariances_": _COVARIANCE_DIMS.get(str(self.covariance_type), ("component",)),
         }
+        tags.xarray_units = {"means_": 1, "weights_": 0, "covariances_": 2}
         tags.checks.params = {"n_components": 2, "random_state": 0}
         return tags
 
@@ -480,6 +481,7 @@ class GaussianMixture(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator)
         return self._map(
             X, sample_dim, proba_block, "predict_proba", n_out=k, dtype=np.float64,
             new_dim="component", new_coords=None if k is None else list(range(k)),
+            units=self._output_units(0),
         )  # fmt: skip
 
     def score_samples(self, X: Any, *, sample_dim: Hashable | None = None) -> Any:

@@ -134,6 +134,8 @@ class BernoulliNB(BaseGenerativeClassifier):
             "class_count_": ("class",),
             "class_log_prior_": ("class",),
         }
+        # counts of the binarised features, and logs of probabilities
+        tags.xarray_units = dict.fromkeys(tags.xarray_dims, 0)
         return tags
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {

@@ -130,6 +130,7 @@ class GaussianNB(BaseGenerativeClassifier):
             "class_prior_": ("class",),
             "class_count_": ("class",),
         }
+        tags.xarray_units = {"theta_": 1, "var_": 2, "class_prior_": 0, "class_count_": 0}
         return tags
 
     def _statistics(self) -> dict[str, StatSpec]:

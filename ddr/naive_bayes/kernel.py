@@ -192,6 +192,7 @@ class KernelNB(BaseGenerativeClassifier):
             "class_prior_": ("class",),
             "class_count_": ("class",),
         }
+        tags.xarray_units = {"bandwidth_": 1, "class_prior_": 0, "class_count_": 0}
         return tags
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {

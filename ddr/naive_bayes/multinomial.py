@@ -136,6 +136,13 @@ class MultinomialNB(BaseGenerativeClassifier):
             "class_count_": ("class",),
             "class_log_prior_": ("class",),
         }
+        # feature_count_ sums the data's values; the rest are counts and log-probabilities
+        tags.xarray_units = {
+            "feature_count_": 1,
+            "feature_log_prob_": 0,
+            "class_count_": 0,
+            "class_log_prior_": 0,
+        }
         return tags
 
     @property

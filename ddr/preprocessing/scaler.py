@@ -122,6 +122,7 @@ class StandardScaler(SameWidthTransformer, BaseEstimator):
         if self.with_mean:
             tags.translation_invariant = "transform"
         tags.xarray_dims = {"mean_": (FEATURE,), "var_": (FEATURE,), "scale_": (FEATURE,)}
+        tags.xarray_units = {"mean_": 1, "var_": 2, "scale_": 1}
         return tags
 
     # -------------------------------------------------------------------- fit
@@ -235,7 +236,11 @@ class StandardScaler(SameWidthTransformer, BaseEstimator):
         """``(X - mean_) / scale_``; NaN stays NaN."""
         dtype = out_dtype(rows.data.dtype)
         args = (*self._params(), dtype)
-        return Blockwise(_scale_block, args, dtype, "standard-scale", check="input", allow_nan=True)
+        units = 0 if self.with_std else 1  # standardised, or only centred
+        return Blockwise(
+            _scale_block, args, dtype, "standard-scale", check="input", allow_nan=True,
+            units=units,
+        )  # fmt: skip
 
     def fit_transform(
         self,
@@ -270,8 +275,9 @@ class StandardScaler(SameWidthTransformer, BaseEstimator):
         dtype = out_dtype(rows.data.dtype)
         args = (*self._params(), dtype)
         return Blockwise(
-            _unscale_block, args, dtype, "standard-unscale", check="input", allow_nan=True
-        )
+            _unscale_block, args, dtype, "standard-unscale", check="input", allow_nan=True,
+            units=1,
+        )  # fmt: skip
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()

@@ -199,7 +199,7 @@ class _BaseRandomProjection(LinearProjection, BaseEstimator):
         """``X @ components_.T`` (dense or sparse components)."""
         dtype = np.result_type(out_dtype(rows.data.dtype), self.components_.dtype)
         name = f"{type(self).__name__.lower()}-transform"
-        return Blockwise(_project_block, (self.components_, dtype), dtype, name)
+        return Blockwise(_project_block, (self.components_, dtype), dtype, name, units=1)
 
     def _reconstruction(self, rows: Rows) -> Blockwise:
         """Through the pseudo-inverse of ``components_`` (stored at fit, or computed now)."""
@@ -210,7 +210,7 @@ class _BaseRandomProjection(LinearProjection, BaseEstimator):
         )
         dtype = np.result_type(out_dtype(rows.data.dtype), inverse.dtype)
         name = f"{type(self).__name__.lower()}-inverse-transform"
-        return Blockwise(_inverse_block, (inverse, dtype), dtype, name)
+        return Blockwise(_inverse_block, (inverse, dtype), dtype, name, units=1)
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -253,6 +253,7 @@ class GaussianRandomProjection(_BaseRandomProjection):
     def __ddr_tags__(self) -> DDRTags:
         tags = super().__ddr_tags__()
         tags.xarray_dims = {"components_": ("component", FEATURE)}
+        tags.xarray_units = {"components_": 0}  # numbers drawn at random
         return tags
 
     def __init__(

@@ -18,6 +18,7 @@ import numpy as np
 from ddr.stats._grid import FeatureLayout, SampleDims
 from ddr.stats._grid_blocks import FeatureBlocks
 from ddr.stats._input import Rows
+from ddr.stats._units import DataUnits, with_units
 
 __all__ = ["accept_sample_dims", "fitted_dataarray", "rows_dataarray", "take_sample_dims"]
 
@@ -30,11 +31,16 @@ def rows_dataarray(
     new_coords: Sequence[Any] | None,
     name: str,
     attrs: Mapping[str, Any] | None = None,
+    units: DataUnits = None,
 ) -> Any:
     """``out`` (numpy or dask, one row per row of ``rows``) as a DataArray on the input's
     sample dims and coordinates (several sample dims: unstacked again), with a new dim
     ``new_dim`` for 2-D output, or the input's feature dims and coordinates (masked features
-    NaN) when ``new_dim`` is the rows' stacked feature dim."""
+    NaN) when ``new_dim`` is the rows' stacked feature dim.
+
+    ``units`` (:mod:`ddr.stats._units`) become the ``units`` attribute: one string, or one
+    per data variable of a Dataset fit, each given to its variable's part of a
+    feature-shaped output (an output over all of them says units only where they agree)."""
     import xarray as xr
 
     tmpl = rows.template
@@ -56,7 +62,7 @@ def rows_dataarray(
             {
                 v: rows_dataarray(
                     dataclasses.replace(rows, layout=sub), part, sub.n_kept, sub.name, None,
-                    v, attrs,
+                    v, attrs, _variable_units(units, v),
                 )
                 for v, sub, part in zip(layout.variables, layout.layouts, parts, strict=True)
             },
@@ -75,7 +81,9 @@ def rows_dataarray(
     if len(sdims) > 1:
         shape = tuple(tmpl.sizes[d] for d in sdims)
         out = out.reshape(shape + tuple(out.shape[1:]))
-    return xr.DataArray(out, dims=sdims + tail, coords=coords, name=name, attrs=dict(attrs or {}))
+    return xr.DataArray(
+        out, dims=sdims + tail, coords=coords, name=name, attrs=with_units(attrs, units)
+    )
 
 
 def fitted_dataarray(
@@ -89,6 +97,7 @@ def fitted_dataarray(
     coords: Mapping[str, Any],
     name: str,
     attrs: Mapping[str, Any],
+    units: DataUnits = None,
 ) -> Any:
     """A fitted attribute as a DataArray.
 
@@ -113,11 +122,14 @@ def fitted_dataarray(
         The DataArray's name.
     attrs : mapping
         Its attributes.
+    units : str, mapping or None
+        Its units (:mod:`ddr.stats._units`): the ``units`` attribute; for a Dataset fit one
+        per data variable, each given to its variable.
     """
     import xarray as xr
 
     if isinstance(layout, FeatureBlocks):
-        return _fitted_dataset(value, dims, feature_token, layout, coords, name, attrs)
+        return _fitted_dataset(value, dims, feature_token, layout, coords, name, attrs, units)
     feature_names = set(layout.dims) if layout is not None else {feature_dim}
     owner = str(attrs.get("ddr:estimator", "model")).lower()
     out_dims: list[Hashable] = []
@@ -140,7 +152,7 @@ def fitted_dataarray(
             if d in coords:
                 out_coords[own] = coords[d]
     return xr.DataArray(
-        value, dims=tuple(out_dims), coords=out_coords, name=name, attrs=dict(attrs)
+        value, dims=tuple(out_dims), coords=out_coords, name=name, attrs=with_units(attrs, units)
     )
 
 
@@ -152,6 +164,7 @@ def _fitted_dataset(
     coords: Mapping[str, Any],
     name: str,
     attrs: Mapping[str, Any],
+    units: DataUnits,
 ) -> Any:
     """A fitted attribute of a Dataset fit as a Dataset: its feature axis cut into the
     variables' blocks, each on its grid (:func:`fitted_dataarray`)."""
@@ -170,11 +183,19 @@ def _fitted_dataset(
             v: fitted_dataarray(
                 part, dims, feature_token=feature_token, feature_dim=sub.name,
                 feature_coords=None, layout=sub, coords=coords, name=v, attrs=attrs,
+                units=_variable_units(units, v),
             )
             for v, sub, part in zip(blocks.variables, blocks.layouts, parts, strict=True)
         },
         attrs=dict(attrs),
     )  # fmt: skip
+
+
+def _variable_units(units: DataUnits, variable: str) -> str | None:
+    """The units of one data variable's part of an output."""
+    if units is None or isinstance(units, str):
+        return units
+    return units.get(variable)
 
 
 def accept_sample_dims(fn: Callable[..., Any]) -> Callable[..., Any]:
