@@ -133,6 +133,7 @@ callable, default="rbf"
         if self.kernel in ("rbf", "laplacian"):
             tags.translation_invariant = "transform"
         tags.xarray_dims = {"components_": ("landmark", FEATURE)}
+        tags.xarray_units = {"components_": 1}  # rows of the data (the kernel features: none)
         return tags
 
     def _width(self, n_samples: Any, n_features: Any) -> int:
