@@ -1,9 +1,10 @@
 """Pipelines on grids (issue 32 item 2): an input with ``sample_dims:`` is read as a grid
 (time x lat x lon, a land mask), fits on it take the grid path, and what is written of the
 model comes back on the grid: maps with the input's coordinates and their attributes, NaN at
-the mask; time series on the sample dims. Planned passes are the measured ones, the fit's
-read of the first sample (its mask) included; bad ``sample_dims`` are refused with their
-place in the file; the ``maps`` plot draws the maps."""
+the mask; time series on the sample dims. Planned passes are the measured ones: the first
+sample (the mask) is read once, while planning, and handed to every fit; bad ``sample_dims``
+are refused with their place in the file; the ``maps`` plot draws the maps; ``--update``
+reads only the time steps appended since the last run."""
 
 from __future__ import annotations
 
@@ -63,13 +64,13 @@ def test_fit_on_a_grid_writes_maps_and_time_series(field, tmp_path, monkeypatch)
     plan = plan_pipeline(path, [])
     land = xr.open_zarr(field / "g.zarr")["land"].values.astype(bool)
     # the planner knows the features a fit sees: the ocean points (read from the first
-    # time step while planning), and the passes: fit, the mask's chunk again, the scores
+    # time step while planning, and handed to the fit), and the passes: fit, scores
     assert plan.inputs["T"].meta.shape == (96, int((~land).sum()))
-    assert plan.passes() == {"T": "2.25"}
+    assert plan.passes() == {"T": "2"}
     line = format_plan(plan).splitlines()[2]
     assert f"(time: 96, lat: 8, lon: 12; {(~land).sum()} features, {land.sum()} masked)" in line
     summary = run_plan(plan)
-    assert summary.passes == {"T": pytest.approx(2.25, abs=0.01)}
+    assert summary.passes == {"T": pytest.approx(2.0, abs=0.01)}
     data = xr.open_zarr(field / "g.zarr")
     maps = xr.open_zarr("out/maps.zarr")
     assert maps["components"].dims == ("component", "lat", "lon")
@@ -90,14 +91,18 @@ def test_fit_on_a_grid_writes_maps_and_time_series(field, tmp_path, monkeypatch)
 
 def test_several_sample_dims_and_a_selection(field, tmp_path, monkeypatch):
     """Members x time as the samples; a selection of time steps that does not start at the
-    first: its first sample's chunk is the one read for the mask (planned = measured)."""
+    first: its first sample is the mask's; planned = measured, the mask read once while
+    planning."""
     monkeypatch.chdir(tmp_path)
     data = xr.open_zarr(field / "g.zarr")["t2m"].load()
     ens = xr.concat([data, data + 1.0], dim="member").transpose("time", "member", "lat", "lon")
     ens.to_dataset(name="t2m").chunk({"time": 24, "member": 1}).to_zarr("ens.zarr")
     inputs = "T: {path: ens.zarr, array: t2m, sample_dims: [time, member], isel: {time: '30:'}}\n"
     plan = plan_pipeline(write_pipeline(tmp_path, inputs, MAPS), [])
-    assert plan.inputs["T"].mask_share == pytest.approx(0.125, abs=0.01)  # 1 of 8 chunks
+    # fit and scores: each reads the chunks that hold time steps 30: (3 of 4 along time)
+    assert plan.passes() == {"T": "1.50"}
+    land = xr.open_zarr(field / "g.zarr")["land"].values.astype(bool)
+    np.testing.assert_array_equal(plan.inputs["T"].grid_mask, land)
     summary = run_plan(plan)
     assert summary.passes["T"] == pytest.approx(float(plan.passes()["T"]), abs=0.01)
     scores = xr.open_zarr("out/scores.zarr")["scores"]
@@ -137,7 +142,7 @@ def test_a_grid_is_another_input_than_its_rows(field, tmp_path):
     rows = f"T: {{path: {field}/g.zarr, array: true_amplitudes}}\n"
     b = plan_pipeline(write_pipeline(tmp_path, rows, MAPS), []).inputs["T"]
     assert a.fingerprint != b.fingerprint
-    assert b.grid_mask is None and b.mask_share == 0.0 and b.meta.shape == (96, 3)
+    assert b.grid_mask is None and b.meta.shape == (96, 3)
 
 
 def test_maps_plot_of_an_attribute_the_model_does_not_map(field, tmp_path):
@@ -238,13 +243,14 @@ def test_area_weights_of_the_demo_field(field, tmp_path, monkeypatch):
 def test_a_field_chunked_by_space(field, tmp_path, monkeypatch):
     """The demo field stored chunked by space (every time step of a quarter of the grid per
     chunk): the same maps as chunked by time; finding the mask reads the first time step,
-    which is in every chunk: a whole pass, planned and measured."""
+    which is in every chunk, while planning: the run reads the fit's and the scores' passes
+    only, planned and measured."""
     monkeypatch.chdir(tmp_path)
     write_gridded_data("s.zarr", GriddedSpec(**{**vars(SPEC), "chunk_by": "space"}))
     path = write_pipeline(tmp_path, "T: {path: s.zarr, array: t2m, sample_dims: time}\n", MAPS)
     plan = plan_pipeline(path, [])
-    assert plan.passes() == {"T": "3"}
-    assert run_plan(plan).passes == {"T": pytest.approx(3.0, abs=0.01)}
+    assert plan.passes() == {"T": "2"}
+    assert run_plan(plan).passes == {"T": pytest.approx(2.0, abs=0.01)}
     data = xr.open_zarr(field / "g.zarr")
     est = ddr.PCA(n_components=2).fit(data["t2m"], sample_dims="time")
     maps = xr.open_zarr("out/maps.zarr")["components"]
@@ -253,15 +259,15 @@ def test_a_field_chunked_by_space(field, tmp_path, monkeypatch):
 
 def test_a_statistic_of_a_grid_is_written_on_the_grid(field, tmp_path, monkeypatch):
     """``moments`` of a grid input: its read-outs as maps (mean, variance on lat x lon;
-    covariance on lat x lon x lat_2 x lon_2), NaN at the mask; the first-sample read in the
-    planned passes."""
+    covariance on lat x lon x lat_2 x lon_2), NaN at the mask; one pass (the mask was read
+    while planning)."""
     monkeypatch.chdir(tmp_path)
     inputs = f"T: {{path: {field}/g.zarr, array: t2m, sample_dims: [time]}}\n"
     steps = "m: {op: moments, inputs: {X: T}}\n"
     out = "- {kind: zarr, from: m, path: out/m.zarr}\n"
     plan = plan_pipeline(write_pipeline(tmp_path, inputs, out, steps), [])
-    assert plan.passes() == {"T": "1.25"}
-    assert run_plan(plan).passes == {"T": pytest.approx(1.25, abs=0.01)}
+    assert plan.passes() == {"T": "1"}
+    assert run_plan(plan).passes == {"T": pytest.approx(1.0, abs=0.01)}
     data = xr.open_zarr(field / "g.zarr")
     land = data["land"].values.astype(bool)
     m = xr.open_zarr("out/m.zarr")

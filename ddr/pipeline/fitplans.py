@@ -38,9 +38,10 @@ def _accepts(fn: Any, name: str) -> bool:
 SAMPLE_DIMS_ATTR = "ddr:sample_dims"
 
 
-def mark_sample_dims(arr: Any, dims: tuple[str, ...]) -> Any:
-    """``arr`` (an input's DataArray) marked as a grid over the sample dims ``dims``."""
-    return arr.assign_attrs({SAMPLE_DIMS_ATTR: list(dims)})
+def mark_sample_dims(arr: Any, dims: tuple[str, ...], mask: Any = None) -> Any:
+    """``arr`` (an input's DataArray) marked as a grid over the sample dims ``dims``, with
+    its ``mask`` where it is known (read while planning: every fit on it takes that one)."""
+    return arr.assign_attrs({SAMPLE_DIMS_ATTR: SampleDims(dims, mask=mask)})
 
 
 def sample_dims_of(X: Any) -> tuple[Any, Any]:
@@ -60,7 +61,7 @@ def _sample_dim(args: dict[str, Any]) -> Any:
     dims = getattr(X, "dims", None)
     grid = getattr(X, "attrs", {}).get(SAMPLE_DIMS_ATTR) if dims else None
     if grid:
-        return SampleDims(tuple(grid))
+        return grid if isinstance(grid, SampleDims) else SampleDims(tuple(grid))
     return dims[0] if dims else None
 
 

@@ -109,10 +109,7 @@ def open_pipeline_input(
     except OSError as exc:  # the store stopped answering since the input was opened
         problem((*where, "path"), f"input {name}: {exc}")
         return None
-    mask_share = 0.0
     if counted is not None:
-        if grid and check_chunks:  # the stored array as opened: what its chunks hold
-            mask_share = _first_sample_share(arr, loc, spec, grid, check_chunks)
         arr, root, stored, reads = counted
     for dim in grid or (sdim,):
         arr = _with_row_numbers(arr, dim, name)
@@ -161,13 +158,15 @@ def open_pipeline_input(
     fp = _sha(what)
     mask = None
     if grid:
-        arr = mark_sample_dims(arr, grid)
         if check_chunks:  # something reads it: its mask decides what a fit on it sees
             try:
                 mask = first_sample_mask(arr, grid)
             except (OSError, ValueError) as exc:
                 problem((*where, "path"), f"input {name}: reading its first sample: {exc}")
                 return None
+        # every fit on it is handed this mask: the first sample is read once, here
+        known = None if mask is None else _mask_dataarray(arr, grid, mask)
+        arr = mark_sample_dims(arr, grid, known)
         meta = _grid_meta(arr, grid, name, mask)
     else:
         meta = ValueMeta(
@@ -177,43 +176,26 @@ def open_pipeline_input(
             np.dtype(arr.dtype),
             frozenset([name]),
         )
-    return InputPlan(
-        name, spec, loc.url, arr, sdim, fp, root, stored, meta, loc, reads, mask_share, mask
-    )
+    return InputPlan(name, spec, loc.url, arr, sdim, fp, root, stored, meta, loc, reads, mask)
 
 
 def first_sample_mask(arr: Any, grid: tuple[str, ...]) -> Any:
-    """The mask of a grid input as a fit on it finds it: its features NaN at the first
-    sample (bool, the shape of the feature dims in their order). Planning reads the chunks
-    of that sample once, so that what it plans (the features a fit sees, hence its solver
-    and passes) is what the run does."""
+    """The mask of a grid input: its features NaN at the first sample (bool, the shape of
+    the feature dims in their order). Planning reads the chunks of that sample once (not
+    counted in the run's passes: it is read before the run); the input is marked with it
+    (:func:`~ddr.pipeline.fitplans.mark_sample_dims`), so that every fit and search on it
+    takes this mask without reading a sample again, and what the plan says (the features
+    a fit sees, hence its solver and passes) is what the run does."""
     first = arr.isel({d: 0 for d in grid})
     values = np.asarray(first.values)
     return np.isnan(values) if values.dtype.kind in "fc" else np.zeros(values.shape, dtype=bool)
 
 
-def _first_sample_share(
-    arr: Any, loc: Location, spec: InputSpec, grid: tuple[str, ...], check_chunks: bool
-) -> float:
-    """The passes over the stored array that reading a grid's first sample makes (a fit on
-    a grid finds its mask there: the chunks that hold it, read once more), from one listing
-    of the store; 0 when it cannot be known."""
-    first: dict[str, Any] = dict(spec.selection())
-    for dim in grid:  # its stored position (a negative one counts from the end, as isel)
-        sel = first.get(dim)
-        if isinstance(sel, slice):
-            backwards = sel.step is not None and sel.step < 0
-            first[dim] = [sel.start if sel.start is not None else (-1 if backwards else 0)]
-        else:
-            first[dim] = [sel[0] if sel else 0]
-    try:
-        counted = _counted(
-            arr, loc, spec.array, spec.missing_chunks if check_chunks else "fill", first
-        )
-    except OSError:
-        return 0.0
-    reads = counted[3] if counted is not None else None
-    return reads.share() if reads is not None else 0.0
+def _mask_dataarray(arr: Any, grid: tuple[str, ...], mask: np.ndarray) -> Any:
+    """``mask`` (of :func:`first_sample_mask`) on its feature dims, as fits take it."""
+    import xarray as xr
+
+    return xr.DataArray(mask, dims=[d for d in arr.dims if d not in grid])
 
 
 def _grid_sample_dims(

@@ -70,11 +70,9 @@ class InputPlan:
     #: what its ``isel`` reads of the stored array (ddr.pipeline._counting.BlockReads:
     #: stored bytes per block); None: the whole array
     reads: Any = None
-    #: a grid input (``sample_dims:``): the passes that reading its first sample makes,
-    #: which each fit on it does to find its mask (the chunks that hold that sample)
-    mask_share: float = 0.0
-    #: a grid input read by something: its features NaN at its first sample (the mask a
-    #: fit on it finds; bool, feature dims' shape), read once while planning
+    #: a grid input read by something: its features NaN at its first sample (bool, feature
+    #: dims' shape), read once while planning and handed to every fit on it (which reads
+    #: no sample to find it: not in the run's passes)
     grid_mask: Any = None
 
 
@@ -199,7 +197,6 @@ class Plan:
         out = {}
         for label, names in self.stored_arrays().items():
             n = sum(self._phase_passes(p, names) for p in self.phases)
-            n += self._mask_reads(names)
             open_ended = any(
                 p.kind in ("fit", "batch")
                 and any(nm in p.reads for nm in names)
@@ -208,18 +205,6 @@ class Plan:
             )
             out[label] = f"{_count(n)}+" if open_ended else _count(n)
         return out
-
-    def _mask_reads(self, names: list[str]) -> float:
-        """Passes of the first-sample reads of fits and statistics on grid inputs
-        (``sample_dims:``): each that runs on one reads the chunks of its first sample to
-        find its mask."""
-        n = 0.0
-        for step in self.steps.values():
-            head = split_ref(step.refs.get("X", ""))[0]
-            reads_grid = step.op.family in ("fit", "statistic") and step.action == "run"
-            if head in names and reads_grid:
-                n += self.inputs[head].mask_share
-        return n
 
     def _phase_passes(self, phase: Phase, names: list[str]) -> float:
         """Passes over one stored array (its inputs ``names``) that ``phase`` makes: the

@@ -16,7 +16,10 @@ they are is found without a pass over the data of its own:
 - dask data: the features NaN at the **first sample** are the mask (a read of one sample),
   and every row block is checked in the pass that reads it for the fit (the task that
   stacks the block): a masked feature with a value, or a kept feature with NaN, is an error
-  naming the feature's coordinates and the sample.
+  naming the feature's coordinates and the sample;
+- a mask already known (:class:`SampleDims` with a ``mask``: a pipeline reads its grid
+  input's first sample once while planning, a search once for all its folds) is taken as
+  it is, and checked block by block the same way: nothing is read to find it.
 
 A feature NaN at some samples only is an error naming where, except for estimators that
 take missing values (scikit-learn's ``input_tags.allow_nan``: PPCA with ``solver="em"``,
@@ -28,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 import dask
@@ -55,9 +58,26 @@ class SampleDims(tuple):
     Methods pass it on as their ``sample_dim`` argument, so that an estimator written for
     ``sample_dim=`` carries it through unchanged; :func:`ddr.stats._input.as_rows` reads it
     as "stack these dims into rows, everything else into features, with masks".
+
+    Parameters
+    ----------
+    dims : iterable of hashable
+        The sample dims.
+    mask : xarray.DataArray of bool, optional
+        The grid's mask where it is already known (True at the masked features; its dims
+        are the feature dims, in any order): a pipeline reads it once while planning, a
+        search once for all its folds. The fit then reads no sample to find it, and checks
+        every row block against it in the pass that reads the block, as always. None: the
+        fit finds it (see the module's notes). Equality, hashing and tokens are the dims'
+        alone.
     """
 
-    __slots__ = ()
+    mask: Any
+
+    def __new__(cls, dims: Iterable[Hashable] = (), mask: Any = None) -> SampleDims:
+        self = super().__new__(cls, dims)
+        self.mask = mask
+        return self
 
     @classmethod
     def of(cls, value: Hashable | tuple[Hashable, ...], dims: tuple[Hashable, ...]) -> SampleDims:
@@ -112,6 +132,15 @@ class FeatureLayout:
         keep = np.zeros(self.n_features, dtype=bool)
         keep[self.kept] = True
         return np.flatnonzero(~keep)
+
+    def mask(self) -> Any:
+        """The mask as :class:`SampleDims` takes it: a bool DataArray on the feature dims
+        (True at the masked features), with their coordinates."""
+        import xarray as xr
+
+        values = np.zeros(self.n_features, dtype=bool)
+        values[self.masked] = True
+        return xr.DataArray(values.reshape(self.shape), dims=self.dims, coords=self.coords)
 
     def describe(self, j: int) -> str:
         """Stacked feature ``j`` by its coordinates: ``lat=10.0, lon=-30.0``."""
@@ -210,7 +239,8 @@ def grid_rows(
         are put in the fitted order), sizes, coordinates and mask.
     masks : bool
         Find and leave out masked features (False: every feature is kept, nothing checked:
-        the component scores ``inverse_transform`` reads).
+        the component scores ``inverse_transform`` reads). Where ``sample_dims`` is a
+        :class:`SampleDims` with a ``mask``, that is the mask: no sample is read to find it.
     missing_ok : bool
         Kept features may hold NaN (estimators that take missing values).
     reader : DaskReader, optional
@@ -264,11 +294,16 @@ def grid_rows(
     if fitted is not None:
         fitted.check_same(layout, name)
     rows = arr.reshape(n, layout.n_features)
-    where = _Where(name, layout, _sample_info(Xt, sdims), fitted is not None, missing_ok)
+    known = getattr(sample_dims, "mask", None) if fitted is None and masks else None
+    where = _Where(
+        name, layout, _sample_info(Xt, sdims), fitted is not None, missing_ok, known is not None
+    )
     if fitted is not None:
         kept = fitted.kept
     elif not masks:
         kept = None
+    elif known is not None:  # found before (a pipeline's planning, a search): nothing read
+        kept = _kept_known(known, Xt, ns, where)
     elif isinstance(rows, da.Array):
         # the first sample, sliced from the DataArray as stored (through the reader's chunk
         # tasks, not its row blocks: a row block may hold many stored chunks along time):
@@ -317,6 +352,7 @@ class _Where:
     samples: tuple[tuple[Hashable, ...], tuple[int, ...], dict]
     fitted: bool
     missing_ok: bool
+    known: bool = False  # the mask was given (SampleDims.mask), not read from the first sample
 
     def sample(self, row: int) -> str:
         return f"sample {row} ({unravel_sample(self.samples, row)})"
@@ -328,6 +364,14 @@ class _Where:
                 f"{self.name}: the feature at {feat} is masked in the fitted model (NaN at every "
                 f"sample it was fitted on) but has a value at {self.sample(row)}; {self.name} "
                 "must have the mask the model was fitted with"
+            )
+        if self.known:
+            return (
+                f"{self.name}: the feature at {feat} is masked (NaN at every sample, as the "
+                "grid's mask found before this fit says: for a pipeline input, the features "
+                f"NaN at its first sample) but has a value at {self.sample(row)}. A grid's "
+                "mask must be the same at every sample (rows appended to a grid included): a "
+                "feature NaN at some samples only must be filled or dropped first"
             )
         first = unravel_sample(self.samples, 0)
         return (
@@ -400,6 +444,47 @@ def _kept_from(first: np.ndarray, where: _Where) -> np.ndarray | None:
             "every sample) from the first sample: drop the samples that are all NaN first"
         )
     return np.flatnonzero(~nan) if nan.any() else None
+
+
+def _kept_known(mask: Any, Xt: Any, ns: int, where: _Where) -> np.ndarray | None:
+    """The features not masked by a known ``mask`` (a bool DataArray on the feature dims of
+    ``Xt``, True where masked; None: all of them), after checking that it is one of them."""
+    fdims = tuple(Xt.dims[ns:])
+    dims = tuple(getattr(mask, "dims", ()))
+    if not hasattr(mask, "transpose") or len(dims) != len(fdims) or set(dims) != set(fdims):
+        raise ValueError(
+            f"{where.name}: the mask must be a boolean DataArray on its feature dims {fdims}; "
+            f"got {'dims ' + str(dims) if dims else type(mask).__name__}"
+        )
+    mask = mask.transpose(*fdims)
+    if tuple(mask.shape) != tuple(Xt.shape[ns:]):
+        raise ValueError(
+            f"{where.name}: the mask has sizes {dict(mask.sizes)}; its feature dims have "
+            f"{dict(zip(fdims, Xt.shape[ns:], strict=True))}"
+        )
+    for cname, coord in mask.coords.items():
+        ours = Xt.coords.get(cname)
+        if (
+            ours is not None
+            and ours.dims == coord.dims
+            and not _same_values(np.asarray(ours.values), np.asarray(coord.values))
+        ):
+            raise ValueError(
+                f"{where.name}: the mask's coordinate {cname!r} differs from {where.name}'s; "
+                "a mask pairs with the grid point by point"
+            )
+    values = np.asarray(mask.values)
+    if values.dtype != bool:
+        raise TypeError(f"{where.name}: the mask must be boolean; got dtype {values.dtype}")
+    if values.all():
+        raise ValueError(f"{where.name}: the mask masks every feature")
+    if values.any() and np.dtype(Xt.dtype).kind != "f":
+        j = int(np.flatnonzero(values.ravel())[0])
+        raise ValueError(
+            f"{where.name} has dtype {Xt.dtype}, which holds no NaN, but the mask masks "
+            f"features (the first at {where.layout.describe(j)})"
+        )
+    return np.flatnonzero(~values.ravel()) if values.any() else None
 
 
 def _kept_in_memory(rows: np.ndarray, where: _Where) -> np.ndarray | None:
