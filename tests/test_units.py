@@ -247,11 +247,13 @@ def test_units_survive_a_zarr_round_trip(tmp_path):
     maps.to_zarr(tmp_path / "maps.zarr", consolidated=False)
     scores = pca.transform(X.chunk({"time": 30})).to_dataset(name="scores")
     scores.to_zarr(tmp_path / "scores.zarr", consolidated=False)
-    back = xr.open_zarr(tmp_path / "maps.zarr")
+    back = xr.open_zarr(tmp_path / "maps.zarr", consolidated=False)
     assert back["components"].attrs["units"] == "1"
     assert back["explained_variance"].attrs["units"] == "K2"
     assert back["mean"].attrs["units"] == "K"
-    assert xr.open_zarr(tmp_path / "scores.zarr")["scores"].attrs["units"] == "K"
+    assert (
+        xr.open_zarr(tmp_path / "scores.zarr", consolidated=False)["scores"].attrs["units"] == "K"
+    )
 
 
 # ------------------------------------------------------------------------ pipelines
