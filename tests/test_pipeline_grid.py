@@ -328,3 +328,39 @@ def test_a_classifier_on_a_grid_with_labels_along_time(field, tmp_path, monkeypa
     pred = xr.open_zarr("out/pred.zarr")["pred"]
     assert pred.dims == ("time",)
     np.testing.assert_array_equal(pred.values, est.predict(data["t2m"]).values)
+
+
+def test_a_grid_search_step_on_a_grid(field, tmp_path, monkeypatch):
+    """A fit step with ``search:`` on a grid input: the search of GridSearchCV on the grid in
+    Python (the same scores and choice), its best model's maps written on the grid, in the
+    search's two passes planned and measured (the mask, read while planning, handed to
+    every fold's fit)."""
+    monkeypatch.chdir(tmp_path)
+    inputs = f"T: {{path: {field}/g.zarr, array: t2m, sample_dims: time}}\n"
+    steps = """
+      pca:
+        op: PCA.fit
+        inputs: {X: T}
+        search: {param_grid: {n_components: [1, 2, 3, 5]}, cv: {hash_folds: 4, seed: 1}}
+      scores: {op: PCA.transform, inputs: {model: pca, X: T}}
+    """
+    out = MAPS + "- {kind: cv_results, from: pca.search, path: out/cv.zarr}\n"
+    plan = plan_pipeline(write_pipeline(tmp_path, inputs, out, steps), [])
+    assert plan.passes() == {"T": "3"}  # the search's two, the scores'
+    assert "4 folds x 4 candidates: 2 passes" in format_plan(plan)
+    assert run_plan(plan).passes == {"T": pytest.approx(3.0, abs=0.01)}
+    from ddr.model_selection import GridSearchCV, HashKFold
+
+    data = xr.open_zarr(field / "g.zarr")["t2m"]
+    want = GridSearchCV(ddr.PCA(), {"n_components": [1, 2, 3, 5]}, cv=HashKFold(4, seed=1)).fit(
+        data, sample_dims="time"
+    )
+    cv = xr.open_zarr("out/cv.zarr")
+    np.testing.assert_allclose(
+        cv["mean_test_score"].values, want.cv_results_["mean_test_score"], rtol=1e-10
+    )
+    maps = xr.open_zarr("out/maps.zarr")["components"]
+    assert maps.sizes["component"] == want.best_params_["n_components"]
+    best = want.best_estimator_.as_xarray("components_")
+    np.testing.assert_allclose(maps.values, best.values, atol=1e-12)
+    assert maps.dims == ("component", "lat", "lon")

@@ -267,6 +267,7 @@ class Search:
                         if group.error is not None or train is None:
                             raise group.error or ValueError("no statistics")
                         est = self._fit_plan(self.settings[i], self.folds.train(k)).solve(train[k])
+                        est = self.folds.own_sample_dims(est)
                         fit_times[i, k] = time.perf_counter() - start
                         graphs[i, k] = self.scorer(est, self.folds.test(k))
                         models[i, k] = est
@@ -312,7 +313,7 @@ class Search:
         """Candidate ``index`` solved from the merge of every fold's statistics."""
         start = time.perf_counter()
         est = self._fit_plan(self.settings[index], self.folds.all()).solve(_merge_all(values))
-        return est, time.perf_counter() - start
+        return self.folds.own_sample_dims(est), time.perf_counter() - start
 
     def group_of(self, index: int) -> int:
         return next(j for j, g in enumerate(self.groups) if index in g.members)

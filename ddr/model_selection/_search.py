@@ -207,14 +207,17 @@ or None, default None
         Parameters
         ----------
         X : array-like, dask array or DataArray of shape (n_samples, n_features)
+            Or a grid: a DataArray of any number of dims with ``sample_dims``.
         y : array-like, dask array or DataArray of shape (n_samples,), optional
         **params
-            What the estimator's ``fit`` takes (``sample_weight``, ``sample_dim``).
+            What the estimator's ``fit`` takes (``sample_weight``, ``sample_dim`` or
+            ``sample_dims``).
 
         Returns
         -------
         SearchPlan
-            Its ``n_passes`` is 2; ``str()`` of it says it in words.
+            Its ``n_passes`` is 2; ``str()`` of it says it in words. A grid on dask has its
+            mask found here (its first sample read), as :meth:`fit` does.
         """
         return self._search(X, y, params).describe(self.refit)
 
@@ -224,11 +227,18 @@ or None, default None
         Parameters
         ----------
         X : array-like, dask array or DataArray of shape (n_samples, n_features)
+            Or a grid (time x lat x lon, ...): a DataArray of any number of dims with
+            ``sample_dims``; the folds are of its samples (stacked in C order where there
+            are several sample dims), its mask is found once (the first sample of dask data)
+            and handed to every fold's fit, and ``best_estimator_`` is fitted on the grid
+            (``as_xarray`` gives maps; ``transform``/``predict`` read the grid).
         y : array-like, dask array or DataArray of shape (n_samples,), optional
-            Labels (the second view for CCA and PLSSVD).
+            Labels (the second view for CCA and PLSSVD); for a grid, along its sample dim
+            (a DataArray over all its sample dims where there are several).
         **params
             What the estimator's ``fit`` takes (``sample_weight``, split with the rows and
-            used in the fits, not the scores; ``sample_dim`` of a DataArray).
+            used in the fits, not the scores; ``sample_dim`` of a DataArray, or
+            ``sample_dims`` of a grid; ``feature_weights``, given to every fold's fit).
 
         Returns
         -------
@@ -359,7 +369,7 @@ or None, default None
         X : array-like, dask array or DataArray of shape (n_samples, n_features)
         y : array-like, dask array or DataArray of shape (n_samples,), optional
         **params
-            ``sample_dim`` of a DataArray.
+            ``sample_dim`` of a DataArray, or ``sample_dims`` of a grid.
 
         Returns
         -------
@@ -403,7 +413,8 @@ def cross_validate(
     scoring : str or None, default None
         As for :class:`GridSearchCV`.
     params : dict, optional
-        What the estimator's ``fit`` takes (``sample_weight``, ``sample_dim``).
+        What the estimator's ``fit`` takes (``sample_weight``, ``sample_dim``, or
+        ``sample_dims`` of a grid as for :meth:`GridSearchCV.fit`).
     return_estimator : bool, default False
         Also return the model of each fold.
     error_score : "raise" or float, default nan

@@ -13,7 +13,9 @@ whose sizes are known on the client) and read in the same pass as every other fo
 :class:`Folds` gives each fold's rows, the rows of "all folds but ``k``" and all rows, each
 as a :class:`Part` in a form every ddr estimator takes (a dask array, or a DataArray for
 xarray input: numpy input is wrapped as dask arrays over views of it, so that building a
-fit on a fold's rows never copies or validates them on the client).
+fit on a fold's rows never copies or validates them on the client). A grid (an N-D
+DataArray with ``sample_dims``) is split along its samples, its mask found once for all
+the folds' fits.
 """
 
 from __future__ import annotations
@@ -27,7 +29,14 @@ import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
-from ddr.stats._input import align_by_coordinate, as_rows, is_dask, is_sparse, is_xarray
+from ddr.stats._input import (
+    align_by_coordinate,
+    align_to_rows,
+    as_rows,
+    is_dask,
+    is_sparse,
+    is_xarray,
+)
 
 __all__ = ["Folds", "HashKFold", "Part", "check_cv"]
 
@@ -239,7 +248,17 @@ class Folds:
         Labels (or the second view of a two-view estimator), row-aligned with ``X``.
     fit_params : dict
         ``sample_weight`` (split with the rows) and ``sample_dim`` (the sample dim of a
-        DataArray ``X``); anything else is passed unchanged.
+        DataArray ``X``) or ``sample_dims`` (a name or a tuple of names: ``X`` is a grid,
+        its other dims the features); anything else is passed unchanged.
+
+    Notes
+    -----
+    A grid (an N-D DataArray read with ``sample_dims``, see the user guide's page on
+    gridded data) is split along its samples: several sample dims are stacked into one
+    (C order, the order of the rows the estimator reads). Its mask is found once, here (for
+    dask data from its first sample, the one read this makes), and handed to the fit of every
+    part (``SampleDims(..., mask=...)``), which reads no sample to find it and checks each
+    block against it in its pass.
     """
 
     def __init__(self, cv: int | HashKFold, X: Any, y: Any, fit_params: dict[str, Any]) -> None:
@@ -247,20 +266,28 @@ class Folds:
         self.n_splits = cv if isinstance(cv, int) else cv.n_splits
         params = dict(fit_params)
         weight = params.pop("sample_weight", None)
-        sample_dim = params.pop("sample_dim", None)
+        sample_dim = _sample_dim_of(params, X)
         self._rest = params
         self.kind = "xarray" if is_xarray(X) else "dask" if is_dask(X) else "numpy"
+        #: what fits and scores on a part take as ``sample_dim`` (a grid's SampleDims)
+        self._dims_param: Any = None
+        #: a grid's own sample dims, where they were stacked into one for the folds
+        self.sample_dims: tuple[Hashable, ...] | None = None
         if self.kind == "xarray":
             rows = as_rows(X, sample_dim=sample_dim)
             self.sample_dim: Hashable | None = rows.sample_dim
-            X = rows.template
-            y = _aligned(y, rows, "y")
-            weight = _aligned(weight, rows, "sample_weight")
+            if rows.layout is not None:  # a grid: folds of its stacked samples
+                X, y, weight = self._grid(X, y, weight, rows)
+            else:
+                X = rows.template
+                y = _aligned(y, rows, "y")
+                weight = _aligned(weight, rows, "sample_weight")
             # numpy-backed DataArrays are read by dask too (see the module's notes); their
             # rows are reduced by local threads all the same (``local``)
             self.local = not is_dask(X.data)
             if self.local:
-                X = X.chunk({self.sample_dim: _block_rows(X.shape[1])})
+                X = X.chunk({self.sample_dim: _block_rows(rows.shape[1])})
+            n_features = int(rows.shape[1])
         else:
             self.sample_dim = None
             self.local = self.kind == "numpy"
@@ -271,10 +298,11 @@ class Folds:
                     "X has unknown chunk sizes; call X.compute_chunk_sizes() first (folds are "
                     "fixed by row positions)"
                 )
-        if X.ndim != 2:
-            raise ValueError(f"X must be 2-D (n_samples, n_features); got shape {X.shape}")
+            if X.ndim != 2:
+                raise ValueError(f"X must be 2-D (n_samples, n_features); got shape {X.shape}")
+            n_features = int(X.shape[1])
         self.X, self.y, self.weight = X, y, weight
-        self.n_samples, self.n_features = int(X.shape[0]), int(X.shape[1])
+        self.n_samples, self.n_features = int(X.shape[0]), n_features
         for name, v in (("y", y), ("sample_weight", weight)):
             if v is not None and _n_rows(v) != self.n_samples:
                 raise ValueError(
@@ -284,6 +312,42 @@ class Folds:
         self.sizes = tuple(self._fold_size(k) for k in range(self.n_splits))
         self._check_sizes()
         self._tests = [self._select(k) for k in range(self.n_splits)]
+
+    def _grid(self, X: Any, y: Any, weight: Any, rows: Any) -> tuple[Any, Any, Any]:
+        """A grid (N-D DataArray) with its sample dims first, stacked into one where they are
+        several (the folds are of the stacked samples, as the rows the estimator reads), and
+        its mask, found once here (the first sample of dask data), handed to every fit of the
+        search; ``y`` and ``sample_weight`` along the samples."""
+        from ddr.stats._grid import FeatureLayout, SampleDims, free_name
+
+        layout = rows.layout
+        if not isinstance(layout, FeatureLayout):
+            raise ValueError(
+                "ddr.model_selection searches a grid given as a DataArray; X is a Dataset "
+                f"(variables {list(X.data_vars)}): search each variable, or give their "
+                "stacked rows"
+            )
+        sdims = tuple(rows.sample_dims)
+        X = X.transpose(*sdims, *layout.dims)
+        if len(sdims) > 1:
+            self.sample_dims = sdims
+            y = _stacked_samples(y, rows, "y")
+            weight = _stacked_samples(weight, rows, "sample_weight")
+            self.sample_dim = free_name("sample", tuple(X.dims))
+            X = X.stack({self.sample_dim: sdims}).transpose(self.sample_dim, *layout.dims)
+        else:
+            y = _aligned(y, rows, "y")
+            weight = _aligned(weight, rows, "sample_weight")
+        self._dims_param = SampleDims((self.sample_dim,), mask=layout.mask())
+        return X, y, weight
+
+    def own_sample_dims(self, estimator: Any) -> Any:
+        """``estimator`` (fitted on parts of a grid whose sample dims were stacked into one)
+        with the grid's own sample dims, so that it reads the grid as given (``transform(X)``
+        without ``sample_dims=``); any other estimator as it is."""
+        if self.sample_dims is not None and hasattr(estimator, "sample_dims_"):
+            estimator.sample_dims_ = self.sample_dims
+        return estimator
 
     # ------------------------------------------------------------------ positions
     def _fold_index(self) -> Any:
@@ -367,7 +431,8 @@ class Folds:
         if weight is not None:
             fit_params["sample_weight"] = weight
         if self.sample_dim is not None:
-            fit_params["sample_dim"] = method_params["sample_dim"] = self.sample_dim
+            dims = self.sample_dim if self._dims_param is None else self._dims_param
+            fit_params["sample_dim"] = method_params["sample_dim"] = dims
         return Part(X, y, fit_params, method_params)
 
     def test(self, k: int) -> Part:
@@ -427,6 +492,38 @@ class Folds:
             cat([p.y for p in parts]),
             cat([p.fit_params.get("sample_weight") for p in parts]),
         )
+
+
+def _sample_dim_of(params: dict[str, Any], X: Any) -> Any:
+    """``sample_dim`` of the fit parameters, or their ``sample_dims`` (a name or a tuple of
+    names: X is read as a grid) as a ``SampleDims``; both popped from ``params``."""
+    from ddr.stats._grid import SampleDims
+
+    sample_dim = params.pop("sample_dim", None)
+    given = params.pop("sample_dims", None)
+    if given is None:
+        return sample_dim
+    if sample_dim is not None:
+        raise TypeError(
+            f"give sample_dims or sample_dim, not both (sample_dims={given!r}, "
+            f"sample_dim={sample_dim!r}); sample_dims takes one name or a tuple of names"
+        )
+    if not is_xarray(X):
+        raise ValueError(
+            f"sample_dims={given!r} names the sample dims of a DataArray X; X is a "
+            f"{type(X).__name__}, whose rows are its samples"
+        )
+    return SampleDims.of(given, tuple(X.dims))
+
+
+def _stacked_samples(v: Any, rows: Any, name: str) -> Any:
+    """A per-sample vector of a grid over several sample dims, in the order of its stacked
+    samples: a DataArray on those dims (any order, aligned by coordinate) stacked as the
+    rows are, anything else taken as already in that order."""
+    if v is None or not is_xarray(v):
+        return v
+    out = align_to_rows(v, rows, name)
+    return np.asarray(out.compute() if is_dask(out) else out)
 
 
 def _aligned(v: Any, rows: Any, name: str) -> Any:
