@@ -2,6 +2,16 @@
 and mask, :func:`ddr.stats._grid.grid_rows`), the blocks side by side in the order of the
 Dataset's variables, all over the same sample dims. A multivariate EOF analysis of, e.g.,
 sea-surface temperature and sea-level pressure on their own grids is one fit of such rows.
+
+Each variable is read as a DataArray is (:func:`ddr.stats._grid.grid_rows` through ddr's
+reader): a variable of a Zarr store chunked along space comes in row blocks, one task per
+block reading every stored chunk of its rows (:mod:`ddr.io.row_blocks`), so a pass reads
+each stored byte once. The variables' row blocks are then put side by side by one task per
+row block (no rechunk of the columns); where the variables' row blocks differ (stored in
+other chunks along time, or grouped otherwise for their widths) they are first cut at the
+boundaries of all of them, and where the blocks side by side would not fit one task of a
+worker (:func:`ddr.stats._whole_rows.task_budget`) they are cut into smaller row blocks:
+the reading tasks are not changed, each still reads its stored chunks once.
 """
 
 from __future__ import annotations
@@ -13,8 +23,12 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
+from dask.base import tokenize
+from dask.highlevelgraph import HighLevelGraph
 
+from ddr._hooks import dask_reader
 from ddr.stats._grid import FeatureLayout, GridRows, free_name, grid_rows
+from ddr.stats._whole_rows import check_row_blocks, rows_that_fit, task_budget
 
 __all__ = ["FeatureBlocks", "dataset_rows"]
 
@@ -111,13 +125,19 @@ def dataset_rows(
             fitted=None if fitted is None else fitted.layouts[i],
             masks=masks,
             missing_ok=missing_ok,
+            reader=dask_reader(),  # the chunk reader a DataArray gets (ddr._hooks)
         )
         for i, v in enumerate(variables)
     ]
     blocks = [p.data for p in parts]
+    data: Any
     if any(isinstance(b, da.Array) for b in blocks):
-        # one block of whole rows per row chunk: the variables' columns side by side
-        data = da.concatenate([da.asarray(b) for b in blocks], axis=1).rechunk({1: -1})
+        data = _side_by_side([da.asarray(b) for b in blocks])
+        # cut to fit a task where a row fits: what is left to refuse is a row too wide
+        check_row_blocks(
+            data, (0,), name,
+            lambda rows: f"give each worker more memory for {rows} rows of all variables",
+        )  # fmt: skip
     else:
         data = np.hstack(blocks)
     layout = FeatureBlocks(
@@ -127,3 +147,49 @@ def dataset_rows(
     )
     template = X.transpose(*sample_dims, ...)
     return GridRows(data, tuple(sample_dims), parts[0].sample_dim, layout, template)
+
+
+def _side_by_side(blocks: list[da.Array]) -> da.Array:
+    """The variables' rows (each whole along its columns) side by side: one task per row
+    block, on row blocks common to all of them and small enough for one task."""
+    dtype = np.result_type(*(b.dtype for b in blocks))
+    rows = _common_rows([b.chunks[0] for b in blocks])
+    budget = task_budget()
+    if budget is not None:
+        width = sum(int(b.shape[1]) for b in blocks)
+        # the block as put together and the float64 copy the statistics work on
+        fit = rows_that_fit(budget, width, max(b.dtype.itemsize for b in blocks))
+        rows = _at_most(rows, fit)
+    blocks = [b if b.chunks[0] == rows else b.rechunk({0: rows}) for b in blocks]
+    blocks = [b if len(b.chunks[1]) == 1 else b.rechunk({1: -1}) for b in blocks]
+    name = f"ddr-dataset-rows-{tokenize(*blocks, dtype)}"
+    layer: dict[Any, Any] = {
+        (name, i, 0): (_hstack, [(b.name, i, 0) for b in blocks], dtype) for i in range(len(rows))
+    }
+    deps: list[Any] = list(blocks)  # dask arrays: collections, as dask's stubs do not say
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=deps)
+    width = sum(int(b.shape[1]) for b in blocks)
+    return da.Array(graph, name, (rows, (width,)), meta=np.empty((0, 0), dtype=dtype))
+
+
+def _hstack(parts: list[np.ndarray], dtype: np.dtype) -> np.ndarray:
+    """One row block of every variable, side by side (the columns in the variables' order)."""
+    return np.concatenate([np.asarray(p, dtype=dtype) for p in parts], axis=1)
+
+
+def _common_rows(chunks: list[tuple[int, ...]]) -> tuple[int, ...]:
+    """Row chunks whose boundaries are those of every one of ``chunks``: the variables' row
+    blocks cut where any of them ends (each stays a whole number of cut blocks)."""
+    ends = sorted(set().union(*(itertools.accumulate(c) for c in chunks)))
+    return tuple(int(b - a) for a, b in itertools.pairwise([0, *ends])) or (0,)
+
+
+def _at_most(rows: tuple[int, ...], most: int) -> tuple[int, ...]:
+    """``rows`` with every chunk larger than ``most`` cut into near-equal parts (at least
+    one row each: a row that does not fit is the memory check's to refuse)."""
+    most = max(most, 1)
+    out: list[int] = []
+    for c in rows:
+        parts = -(-c // most) if c else 1
+        out.extend(c // parts + (1 if i < c % parts else 0) for i in range(parts))
+    return tuple(out)
