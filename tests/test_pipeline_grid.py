@@ -15,6 +15,7 @@ import pytest
 import xarray as xr
 
 import ddr
+from ddr.config.errors import RunError
 from ddr.demo_gridded import GriddedSpec, write_gridded_data
 from ddr.pipeline import PipelineError, plan_pipeline, run_plan
 from ddr.pipeline.plan import format_plan
@@ -191,23 +192,81 @@ def test_draw_maps_refuses_three_feature_dims():
         draw_maps(est)
 
 
-def test_update_with_appended_time_steps(tmp_path, monkeypatch):
-    """``--update`` after months are appended to the field: the maps and time series are
-    those of a fit on every month, the passes as planned."""
+def append_months(path: str, n_now: int, n_new: int, land_value_at: int | None = None) -> None:
+    """Append ``n_new`` months of the demo field (as a longer demo run would give them) to
+    the store at ``path`` (``n_now`` months); optionally a value over land at one of them
+    (the mask changed)."""
     from ddr.demo_gridded import gridded_dataset
 
+    longer = gridded_dataset(GriddedSpec(**{**vars(SPEC), "n_samples": n_now + n_new}))
+    new = longer.isel(time=slice(n_now, None))[["t2m", "true_amplitudes"]].load()
+    if land_value_at is not None:
+        i, j = np.argwhere(longer["land"].values.astype(bool))[0]
+        new["t2m"][land_value_at, i, j] = 1.0
+    for var in new.variables.values():
+        var.encoding = {}
+    new.to_zarr(path, append_dim="time")
+
+
+GRID_STEPS = """
+  pca: {op: PCA.fit, inputs: {X: T}, with: {n_components: 2}}
+  m: {op: moments, inputs: {X: T}}
+"""
+GRID_OUTS = """
+- {kind: zarr, from: {components: pca.components_, mean: pca.mean_}, path: out/maps.zarr}
+- {kind: zarr, from: m, path: out/m.zarr}
+"""
+
+
+def test_update_reads_only_the_appended_time_steps(tmp_path, monkeypatch):
+    """``--update`` after months are appended to the field: the fit and the statistic on the
+    grid read only the new months (one chunk of five, counted) and merge them into the
+    statistics the last run recorded (with the mask read while planning); the maps are
+    those of a fit on every month."""
+    monkeypatch.chdir(tmp_path)
+    write_gridded_data("g.zarr", SPEC)
+    path = write_pipeline(
+        tmp_path, "T: {path: g.zarr, array: t2m, sample_dims: time}\n", GRID_OUTS, GRID_STEPS
+    )
+    first = plan_pipeline(path, [])
+    assert first.state is not None and first.state.recorded == ["pca", "m"]
+    assert first.state.records["T"].identity["sample_dims"] == ["time"]
+    assert "mask" in first.state.records["T"].identity
+    assert run_plan(first).passes == {"T": pytest.approx(1.0, abs=0.01)}
+    append_months("g.zarr", 96, 24)
+    plan = plan_pipeline(path, [], update=True)
+    assert plan.passes() == {"T": "0.20"}  # the new chunk of five, stored alike
+    text = format_plan(plan)
+    assert "step pca: reads the 24 new rows (rows 96:120) and merges them into the " in text
+    summary = run_plan(plan)
+    assert summary.passes == {"T": pytest.approx(0.2, abs=0.005)}
+    data = xr.open_zarr("g.zarr")
+    assert data.sizes["time"] == 120
+    est = ddr.PCA(n_components=2).fit(data["t2m"], sample_dims="time")
+    maps = xr.open_zarr("out/maps.zarr")
+    np.testing.assert_allclose(
+        maps["components"].values, est.as_xarray("components_").values, atol=1e-12
+    )
+    np.testing.assert_allclose(maps["mean"].values, est.as_xarray("mean_").values, rtol=1e-12)
+    x = data["t2m"].values.astype(np.float64)
+    land = data["land"].values.astype(bool)
+    variance = xr.open_zarr("out/m.zarr")["variance"].values
+    np.testing.assert_allclose(variance[~land], x.var(axis=0)[~land], rtol=1e-10)
+    assert np.isnan(variance[land]).all()
+
+
+def test_update_with_appended_time_steps_and_their_scores(tmp_path, monkeypatch):
+    """The time series of a model that the new months changed are recomputed from every
+    month: the fit reads the new months, the scores every month, as planned."""
     monkeypatch.chdir(tmp_path)
     write_gridded_data("g.zarr", SPEC)
     path = write_pipeline(tmp_path, "T: {path: g.zarr, array: t2m, sample_dims: time}\n", MAPS)
     run_plan(plan_pipeline(path, []))
-    longer = gridded_dataset(GriddedSpec(**{**vars(SPEC), "n_samples": 120}))
-    new = longer.isel(time=slice(96, None))[["t2m", "true_amplitudes"]]
-    for var in new.variables.values():
-        var.encoding = {}
-    new.to_zarr("g.zarr", append_dim="time")
+    append_months("g.zarr", 96, 24)
     plan = plan_pipeline(path, [], update=True)
+    assert plan.passes() == {"T": "1.20"}
     summary = run_plan(plan)
-    assert summary.passes["T"] == pytest.approx(float(plan.passes()["T"]), abs=0.01)
+    assert summary.passes["T"] == pytest.approx(1.2, abs=0.01)
     data = xr.open_zarr("g.zarr")
     est = ddr.PCA(n_components=2).fit(data["t2m"], sample_dims="time")
     maps = xr.open_zarr("out/maps.zarr")["components"]
@@ -215,6 +274,55 @@ def test_update_with_appended_time_steps(tmp_path, monkeypatch):
     scores = xr.open_zarr("out/scores.zarr")["scores"]
     assert scores.sizes["time"] == 120
     np.testing.assert_allclose(scores.values, est.transform(data["t2m"]).values, rtol=1e-5)
+
+
+def test_update_with_another_mask_in_the_new_time_steps_is_refused(tmp_path, monkeypatch):
+    """New months with a value over land (the mask changed) are refused in the pass that
+    reads them, naming the point and the month; the outputs stay those of the last run."""
+    monkeypatch.chdir(tmp_path)
+    write_gridded_data("g.zarr", SPEC)
+    path = write_pipeline(
+        tmp_path, "T: {path: g.zarr, array: t2m, sample_dims: time}\n", GRID_OUTS, GRID_STEPS
+    )
+    run_plan(plan_pipeline(path, []))
+    before = xr.open_zarr("out/maps.zarr")["components"].values
+    append_months("g.zarr", 96, 24, land_value_at=5)
+    month = str(xr.open_zarr("g.zarr")["time"].values[101])
+    with pytest.raises(RunError) as info:
+        run_plan(plan_pipeline(path, [], update=True))
+    message = str(info.value)
+    assert "is masked (NaN at every sample, as the grid's mask found before this fit" in message
+    assert f"but has a value at sample 5 (time={month})" in message
+    assert "A grid's mask must be the same at every sample (rows appended to a grid" in message
+    np.testing.assert_array_equal(xr.open_zarr("out/maps.zarr")["components"].values, before)
+
+
+def test_update_of_a_grid_over_several_sample_dims_reads_every_row(field, tmp_path, monkeypatch):
+    """Members x time: rows appended along time are not appended to the stacked rows, so the
+    fit is not recorded and an update fits it again over every row, as the plan says."""
+    monkeypatch.chdir(tmp_path)
+    data = xr.open_zarr(field / "g.zarr")["t2m"].load()
+    ens = xr.concat([data, data + 1.0], dim="member").transpose("time", "member", "lat", "lon")
+    ens.to_dataset(name="t2m").chunk({"time": 24, "member": 1}).to_zarr("ens.zarr")
+    inputs = "T: {path: ens.zarr, array: t2m, sample_dims: [time, member]}\n"
+    path = write_pipeline(tmp_path, inputs, MAPS)
+    assert plan_pipeline(path, []).state.recorded == []
+    run_plan(plan_pipeline(path, []))
+    more = xr.concat([data[:24], data[:24] + 1.0], dim="member").transpose("time", "member", ...)
+    more = more.assign_coords(time=data.time.values[:24] + np.timedelta64(3650, "D"))
+    more.to_dataset(name="t2m").chunk({"time": 24, "member": 1}).to_zarr(
+        "ens.zarr", append_dim="time"
+    )
+    plan = plan_pipeline(path, [], update=True)
+    assert (
+        "reads every row (a grid over several sample dims ['time', 'member']: rows appended "
+        "along one of them are not appended to its stacked rows" in format_plan(plan)
+    )
+    assert run_plan(plan).passes["T"] == pytest.approx(float(plan.passes()["T"]), abs=0.01)
+    stored = xr.open_zarr("ens.zarr")["t2m"]
+    est = ddr.PCA(n_components=2).fit(stored, sample_dims=("time", "member"))
+    maps = xr.open_zarr("out/maps.zarr")["components"]
+    np.testing.assert_allclose(maps.values, est.as_xarray("components_").values, atol=1e-12)
 
 
 def test_area_weights_of_the_demo_field(field, tmp_path, monkeypatch):

@@ -19,10 +19,13 @@ Here the planner:
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import posixpath
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from ddr.io.locations import Location, LocationError, resolve
 from ddr.pipeline.plan import OutputPlan, StepPlan, _sha
@@ -216,9 +219,12 @@ class StatePlanning:
         if step.spec.search is not None:  # per-fold statistics, not recorded: searched anew
             return False
         head = split_ref(step.refs.get("X", ""))[0]
-        if head in self.inputs and self.inputs[head].spec.sample_dims is not None:
-            # a grid: its rows are counted over all its sample dims, and each run of them
-            # would find its own mask; an update fits it again over every row
+        grid = self.inputs[head].spec.grid_sample_dims() if head in self.inputs else None
+        if grid is not None and len(grid) > 1:
+            # a grid over several sample dims: its rows are counted over all of them, which
+            # appending along one does not append to; an update fits it again over every row
+            # (a grid over one sample dim is recorded: each run of its rows is handed the
+            # mask read while planning, so their statistics merge)
             return False
         if step.op.family == "statistic":
             return True
@@ -349,7 +355,7 @@ def cut_rows(value: Any, lo: int, hi: int) -> Any:
 def _identity(inp: Any) -> dict[str, Any]:
     """What names an input: where it is and what of it is read (never its credentials)."""
     spec = inp.spec
-    return {
+    out = {
         "path": inp.path,
         "array": spec.array,
         "isel": spec.isel,
@@ -357,3 +363,11 @@ def _identity(inp: Any) -> dict[str, Any]:
         "chunks": spec.chunks,
         "missing_chunks": spec.missing_chunks,
     }
+    grid = spec.grid_sample_dims()
+    if grid is not None:  # read as a grid: other features than its rows (left out otherwise)
+        out["sample_dims"] = list(grid)
+        if inp.grid_mask is not None:  # another mask: other features, statistics that differ
+            mask = np.asarray(inp.grid_mask, dtype=bool)
+            digest = hashlib.sha256(np.packbits(mask).tobytes()).hexdigest()[:32]
+            out["mask"] = {"shape": list(mask.shape), "sha256": digest}
+    return out

@@ -16,7 +16,13 @@ compared with one listing of its stored chunks now (:func:`ddr.io.chunk_records.
 Then, per step: a fit whose statistics the state recorded **merges** the rows after its
 recorded prefix (the new rows, and the rows of a partial chunk an append rewrote), or is
 **solved from the recorded statistics** when none of its rows changed; any other fit reads
-every row (multi-pass fits: randomized PCA, EM, kernel PCA, k-means, with no warm start).
+every row (multi-pass fits: randomized PCA, EM, kernel PCA, k-means, with no warm start;
+fits on a grid over several sample dims). A fit on a grid over one sample dim (time steps
+appended to a time x lat x lon field) merges as any other: the new rows are read with the
+mask read while planning (the first sample's; the mask is part of what the state records
+of the input, so another mask than the last run's makes a full run) and checked against it
+in the pass that reads them, so new rows with another mask are an error naming the point
+and the time step.
 Per output: an array output whose every variable is per row, made by models that did not
 change, is **extended** by its new rows; a saved model (or fitted attributes) of a step
 that gives what it gave keeps its content (only its fingerprint and provenance are
@@ -129,11 +135,18 @@ class UpdatePlanning:
             self._same_model[sid] = False
             return
         if sid not in state.recorded or "X" not in step.refs:
-            step.update_note = (
-                "a fit of several passes, or one whose statistics do not merge: no warm start"
-                if family == "fit"
-                else "not recorded"
-            )
+            grid = self._grid_dims(step)
+            if grid is not None and len(grid) > 1:
+                step.update_note = (
+                    f"a grid over several sample dims {list(grid)}: rows appended along one "
+                    "of them are not appended to its stacked rows; fitted again over every row"
+                )
+            else:
+                step.update_note = (
+                    "a fit of several passes, or one whose statistics do not merge: no warm start"
+                    if family == "fit"
+                    else "not recorded"
+                )
             self._same_model[sid] = False
             return
         rec = old.steps.get(sid)
@@ -161,6 +174,11 @@ class UpdatePlanning:
             )
             return
         step.recording = Recording("merge", rows.now, prefix, rec.prefix_rows, rows.old)
+
+    def _grid_dims(self, step: StepPlan) -> tuple[str, ...] | None:
+        """The sample dims of the grid input the step reads as X (None: not a grid)."""
+        head = split_ref(step.refs.get("X", ""))[0]
+        return self.inputs[head].spec.grid_sample_dims() if head in self.inputs else None
 
     def _output_update(self, out: OutputPlan, state: StatePlan) -> str:
         """What the update does with ``out``, in words (and its extension, when extended)."""
