@@ -79,3 +79,45 @@ def test_squared_covariance_fraction_from_all_modes():
     s = np.einsum("ij,ij->j", tx, ty) / (n - 1)
     scf = s**2 / np.sum(s**2)
     np.testing.assert_allclose(scf[:3], mca.squared_covariance_fraction().values, rtol=1e-10)
+
+
+@pytest.mark.parametrize("standardize", [False, True])
+def test_plssvd_maps_of_two_masked_grids_are_xeofs_mca(standardize):
+    """Two N-D fields, each with its own mask (NaN at every time): PLSSVD's ``x_weights_``
+    and ``y_weights_`` as maps on each field's grid (``as_xarray``) are xeofs's MCA patterns,
+    NaN where each field is masked; the scores of both are xeofs's."""
+    X, Y = _fields(seed=2)
+    n, k = X.shape[0], 3
+    xf, yf = np.full((n, 10), np.nan), np.full((n, 8), np.nan)
+    xf[:, [0, 1, 2, 3, 5, 6, 7, 9]] = X
+    yf[:, [0, 2, 3, 4, 5, 7]] = Y
+    time = {"time": np.arange(n)}
+    dx = xr.DataArray(
+        xf.reshape(n, 2, 5), dims=("time", "lat", "lon"),
+        coords={**time, "lat": [0.0, 1.0], "lon": np.arange(5.0)},
+    )  # fmt: skip
+    dy = xr.DataArray(
+        yf.reshape(n, 4, 2), dims=("time", "level", "site"),
+        coords={**time, "level": [1000, 850, 500, 200], "site": ["a", "b"]},
+    )  # fmt: skip
+    mca = xe.cross.MCA(n_modes=k, use_pca=False, standardize=standardize, solver="full")
+    mca.fit(dx, dy, dim="time")
+    pls = ddr.PLSSVD(k, scale=standardize).fit(dx.chunk({"time": 40}), dy, sample_dims="time")
+    px, py = (c.transpose(..., "mode") for c in mca.components())
+    mx, my = pls.as_xarray("x_weights_"), pls.as_xarray("y_weights_")
+    assert mx.dims == ("lat", "lon", "component") and my.dims == ("level", "site", "component")
+    assert my["site"].values.tolist() == ["a", "b"]
+    signs = np.sign(
+        np.einsum("ij,ij->j", pls.x_weights_, px.values.reshape(10, k)[~np.isnan(xf[0])])
+    )
+    for ours, theirs in ((mx, px), (my, py)):
+        # xeofs gives its maps with sorted coordinates (level 200 first): ours are the input's
+        theirs = theirs.sel({d: ours[d].values for d in ours.dims if d != "component"})
+        np.testing.assert_array_equal(np.isnan(ours.values), np.isnan(theirs.values))
+        np.testing.assert_allclose(ours.values * signs, theirs.values, rtol=0, atol=1e-12)
+    factor = np.sqrt(n / (n - 1)) if standardize else 1.0
+    sx, sy = (s.transpose("time", "mode").values for s in mca.scores())
+    tx, ty = pls.transform(dx, dy)
+    assert ty.dims == ("time", "component")
+    np.testing.assert_allclose(tx.values * signs * factor, sx, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(ty.values * signs * factor, sy, rtol=0, atol=1e-10)

@@ -112,7 +112,7 @@ class TwoViewMixin(MergedFitMixin, DDRMixin):
         if is_xarray(y):
             fitted = None if reset else getattr(self, "y_feature_layout_", None)
             yr = as_rows(
-                y, sample_dim=_y_sample_dims(rows, sample_dim), name="Y", fitted=fitted,
+                y, sample_dim=_y_sample_dims(rows, sample_dim, y), name="Y", fitted=fitted,
                 masks=reset or fitted is not None,
             )  # fmt: skip
             if reset:
@@ -337,11 +337,19 @@ class TwoViewMixin(MergedFitMixin, DDRMixin):
         return tags
 
 
-def _y_sample_dims(rows: Rows, sample_dim: Hashable | None) -> Hashable | None:
+def _y_sample_dims(rows: Rows, sample_dim: Hashable | None, y: Any) -> Hashable | None:
     """The sample dims Y is read over: X's (a grid's, or a 2-D DataArray's sample dim),
-    else those given."""
+    else those given. X's own mask (``sample_dim``'s) is never Y's: Y's is the one Y
+    carries (a pipeline's grid input marks its DataArray with the :class:`SampleDims` and
+    mask it read while planning, so the fit reads no sample of Y to find it), else the fit
+    finds it."""
     if rows.sample_dims:
-        return SampleDims(rows.sample_dims)
+        marked = [
+            v for v in getattr(y, "attrs", {}).values()
+            if isinstance(v, SampleDims) and v.mask is not None
+            and tuple(v) == tuple(rows.sample_dims)
+        ]  # fmt: skip
+        return marked[0] if len(marked) == 1 else SampleDims(rows.sample_dims)
     if sample_dim is None and rows.kind == "xarray":
         return rows.sample_dim
     return sample_dim
