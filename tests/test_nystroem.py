@@ -6,6 +6,7 @@ input and as pipeline steps."""
 from __future__ import annotations
 
 import textwrap
+import warnings
 
 import dask
 import dask.array as da
@@ -106,6 +107,110 @@ def test_kernel_pca_is_nystroem_then_pca(rng):
     Z = kpca.transform(X)
     P = pca.transform(F)
     np.testing.assert_allclose(np.abs(Z), np.abs(P), rtol=1e-6, atol=1e-8)
+
+
+# ---------------------------------------------------------------- dtypes and tiles
+def _f64_reference(model, X):
+    """The features of ``X``'s values in float64, from the kernel's own formula."""
+    K = pairwise_kernels(
+        np.asarray(X, dtype=np.float64), model.components_, metric=model.kernel,
+        filter_params=True, gamma=model.gamma_, degree=model.degree or 3,
+        coef0=1.0 if model.coef0 is None else model.coef0,
+    )  # fmt: skip
+    return K @ model.normalization_.T
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e3, 1e5])
+def test_float32_rbf_features_are_float32_within_sklearns_error(rng, offset):
+    """float32 rows and the rbf kernel: the features are computed and returned in float32
+    (as scikit-learn's); their error against the float64 features of the same float32
+    values is of the order of scikit-learn's float32 features' (measured 3e-6 against
+    6e-7 here; the exponent is formed in float32), whatever the offset of the data."""
+    X, _ = blobs(rng)
+    X32 = (X + offset).astype(np.float32)
+    model = Nystroem("rbf", gamma=0.3, n_components=60, random_state=7).fit(X32)
+    F32 = model.transform(X32)
+    assert F32.dtype == np.float32
+    ref = _f64_reference(model, X32)
+    np.testing.assert_allclose(model.transform(X32.astype(np.float64)), ref, rtol=0, atol=1e-12)
+    sk = SkNystroem(kernel="rbf", gamma=0.3, n_components=60, random_state=7).fit(X32)
+    sk_err = np.abs(sk.transform(X32) - ref).max()
+    err = np.abs(F32 - ref).max()
+    assert err < 1e-5 * np.abs(ref).max() and err < 20 * sk_err
+
+
+@pytest.mark.parametrize(
+    ("kernel", "params"),
+    [
+        ("linear", {}),
+        ("poly", {"degree": 2, "coef0": 0.5, "gamma": 0.2}),
+        ("sigmoid", {"gamma": 0.05}),
+        ("cosine", {}),
+        ("laplacian", {"gamma": 0.3}),
+    ],
+)
+def test_other_kernels_of_float32_rows_are_computed_in_float64(rng, kernel, params):
+    """Kernels that are not translation invariant lose most digits in float32 on offset data
+    (and the laplacian kernel is no GEMM): float32 rows are computed in float64 and rounded
+    to float32 at the end."""
+    X, _ = blobs(rng)
+    X32 = (X + 50.0).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", KernelNotPSDWarning)
+        model = Nystroem(kernel, n_components=60, random_state=7, **params).fit(X32)
+    F32 = model.transform(X32)
+    assert F32.dtype == np.float32
+    ref = _f64_reference(model, X32)
+    np.testing.assert_allclose(
+        F32, ref.astype(np.float32), rtol=1e-6, atol=1e-6 * np.abs(ref).max()
+    )
+    np.testing.assert_allclose(
+        model.transform(X32.astype(np.float64)), ref, rtol=1e-9, atol=1e-9 * np.abs(ref).max()
+    )
+
+
+def test_integer_rows_give_float64_features(rng):
+    X = rng.integers(-5, 5, size=(300, 4))
+    model = Nystroem("rbf", gamma=0.1, n_components=40).fit(X)
+    F = model.transform(X)
+    assert F.dtype == np.float64
+    np.testing.assert_allclose(F, _f64_reference(model, X), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kernel", ["rbf", "poly", "laplacian"])
+def test_features_do_not_depend_on_the_chunks(rng, dtype, kernel):
+    """The same features to round-off (float32: a small part of their own error against
+    float64; float64: 1e-12) in blocks of 1 to 1000 rows, whole and partial tiles. Every
+    GEMM is of a whole tile (the last padded): OpenBLAS multiplies products of up to about
+    10^6 multiply-adds with other kernels than larger ones, which round in their own order,
+    and float32 features of the same rows differed by 4e-6 between chunks of 300 and 1200
+    rows before (on this machine they are now the same bits)."""
+    X, _ = blobs(rng, n=1000)
+    X = X.astype(dtype)
+    model = Nystroem(kernel, n_components=300, random_state=0).fit(X)
+    F = model.transform(X)
+    atol = (2e-6 if dtype == np.float32 else 1e-12) * np.abs(F).max()
+    with dask.config.set(scheduler="sync"):
+        for chunks in ((1, 1, 1, 6, 291, 700), 7, 300, 777):
+            Fd = model.transform(da.from_array(X, chunks=(chunks, -1)))
+            assert Fd.dtype == F.dtype == dtype
+            np.testing.assert_allclose(Fd.compute(), F, rtol=0, atol=atol)
+
+
+def test_a_callable_kernel_keeps_its_path(rng):
+    """A callable is evaluated as it is (a tile of rows against the landmarks): a vectorised
+    rbf gives the named rbf's features."""
+
+    def my_rbf(A, B, scale):
+        d2 = ((A[:, None, :] - B[None, :, :]) ** 2).sum(axis=-1)
+        return np.exp(-scale * d2)
+
+    X, _ = blobs(rng)
+    ours = Nystroem(my_rbf, kernel_params={"scale": 0.3}, n_components=60, random_state=7)
+    named = Nystroem("rbf", gamma=0.3, n_components=60, random_state=7).fit(X)
+    np.testing.assert_allclose(ours.fit(X).transform(X), named.transform(X), rtol=1e-9, atol=1e-12)
+    assert ours.transform(X.astype(np.float32)).dtype == np.float32
 
 
 # ------------------------------------------------------------------------ bad input

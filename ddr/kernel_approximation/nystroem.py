@@ -20,15 +20,15 @@ from collections.abc import Hashable
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
-import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ddr.base import FEATURE, FitPlan, InvalidParameterError, fit_context
 from ddr.families import Blockwise, ComponentTransformer
+from ddr.kernel_approximation._features import feature_map, nystroem_block
 from ddr.linalg.kernels import KERNELS, KernelSpec, make_kernel
-from ddr.linalg.nystrom import fit_nystrom, kernel_scores, lazy_rows
+from ddr.linalg.nystrom import fit_nystrom, lazy_rows
 from ddr.stats._input import Rows
 from ddr.tags import DDRTags, fixed_passes, moments_pass, n_components_limit
 
@@ -77,7 +77,12 @@ callable, default="rbf"
     Notes
     -----
     ``fit`` reads only the landmark rows (for dask input only the chunks that hold them: at
-    most one pass); ``transform`` is blockwise and lazy for dask input. Where scikit-learn
+    most one pass); ``transform`` is blockwise and lazy for dask input: the kernel as one
+    GEMM and an elementwise map, then the product with ``normalization_``, a cache-sized tile
+    of rows at a time (:mod:`ddr.kernel_approximation._features`). Float32 rows give float32
+    features (as scikit-learn's), computed in float32 for the rbf kernel (errors against the
+    float64 features of the same rows about those of scikit-learn's float32 features) and in
+    float64 for the others. Where scikit-learn
     floors the eigenvalues of ``K_LL`` at 1e-12 (and amplifies rounding along the null
     directions by 10^6), ddr drops those below ``max * m * eps``; a kernel that is not
     positive semi-definite on the landmarks (sigmoid, some callables) has its negative
@@ -202,9 +207,16 @@ callable, default="rbf"
 
     # ---------------------------------------------------------------- transform
     def _projection(self, rows: Rows) -> Blockwise:
-        """The features ``k(X, components_) @ normalization_.T``."""
+        """The features ``k(X, components_) @ normalization_.T``, in float32 for float32 rows
+        (:mod:`ddr.kernel_approximation._features`)."""
         spec = self._kernel(self.n_features_in_, self.gamma_)
-        args = (self.components_, self.normalization_.T, None, spec)
+        fmap = feature_map(self.components_, self.normalization_, spec, rows.data.dtype)
         return Blockwise(
-            kernel_scores, args, np.float64, "nystroem_transform", check="input", coords=False
-        )
+            nystroem_block, fmap.args, fmap.out_dtype, "nystroem_transform", check="input",
+            coords=False,
+        )  # fmt: skip
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
