@@ -77,7 +77,7 @@ def map_rows(
         Said after the refusal of NaN (what to use instead).
     units : str, mapping or None
         The output's units, the ``units`` attribute of a DataArray output: the estimator's
-        ``_output_units(power)`` of the fitted data's units (:mod:`ddr.stats._units`).
+        ``_output_units(power)`` of the fitted data's units (``ddr.stats._units``).
     """
     X = rows.data
     label = name or fn.__name__.strip("_")

@@ -366,7 +366,7 @@ class DDRMixin:
     # ----------------------------------------------------------------- output
     def _output_units(self, power: int | None) -> DataUnits:
         """The units of an output ``power`` of the fitted data's units (``map_rows``'s
-        ``units``; None where the data had none, :mod:`ddr.stats._units`)."""
+        ``units``; None where the data had none, ``ddr.stats._units``)."""
         return units_of(power, getattr(self, "feature_units_", None))
 
     def as_xarray(self, name: str) -> Any:

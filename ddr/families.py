@@ -85,7 +85,7 @@ class Blockwise:
         Said after a refusal of NaN (what to use instead).
     units : int or None, default None
         The power of the fitted data's units the output is in (1: the data's units, 0:
-        dimensionless; :mod:`ddr.stats._units`), its ``units`` attribute when the data had
+        dimensionless; ``ddr.stats._units``), its ``units`` attribute when the data had
         units; None: not stated.
     """
 

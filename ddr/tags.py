@@ -398,7 +398,7 @@ class DDRTags:
         training data's feature dim), e.g. ``{"components_": ("component", FEATURE)}``.
     xarray_units : dict, default empty
         For attributes of ``xarray_dims``, the power of the data's units each is in, stated
-        as its ``units`` attribute when the data have one (:mod:`ddr.stats._units`): 1
+        as its ``units`` attribute when the data have one (``ddr.stats._units``): 1
         (``mean_``), 2 (variances), 0 (dimensionless: unit vectors, ratios, probabilities,
         counts), -1 (CCA's weights), None (not stated: ddr cannot say); an attribute not
         listed is given no units. E.g. ``{"components_": 0, "explained_variance_": 2}``.

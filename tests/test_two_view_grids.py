@@ -288,3 +288,20 @@ def test_a_pipeline_writes_y_maps_of_a_grid_input(tmp_path, monkeypatch):
     planned = {name: float(p) for name, p in plan.passes().items()}
     assert planned == {"X": 2.0, "Y": 2.0}
     assert summary.passes == pytest.approx(planned, abs=0.01)
+
+
+def test_the_maps_plot_draws_y_weights_on_y_grid():
+    from ddr.pipeline.outputs.plots import draw_maps
+
+    X, Y = fields()
+    cca = ddr.CCA(n_components=2).fit(X, Y.rename(south="level", east="site"), sample_dims="time")
+    fig = draw_maps(cca, None, "y_weights_", 2)
+    panels = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
+    assert len(panels) == 2
+    mesh = panels[0].collections[0]
+    assert panels[0].get_xlabel() == "site" and panels[0].get_ylabel() == "level"
+    blank = np.ma.getmaskarray(mesh.get_array()).reshape(3, 3)
+    assert blank.tolist() == np.isnan(Y.values[0]).tolist()
+    assert fig.axes[-1].get_ylabel() == "y_weights (hPa-1)"  # the colour bar: what it is in
+    xfig = draw_maps(cca, None, "x_weights_", 2)
+    assert [ax.get_xlabel() for ax in xfig.axes if ax.get_title()][:1] == ["lon"]

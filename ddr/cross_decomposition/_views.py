@@ -12,7 +12,7 @@ aligned to X's by coordinate, on each sample dim. What the fit read of Y's featu
 as X's is (``y_feature_layout_``, ``y_feature_dim_``, ``y_feature_coords_``,
 ``y_feature_units_``): ``transform(X, Y)`` reads Y on that grid, with that mask, and
 :meth:`TwoViewMixin.as_xarray` gives the attributes of Y's features (their dims declared
-with :data:`Y_FEATURE`) on Y's grid, NaN at Y's mask.
+with ``Y_FEATURE``) on Y's grid, NaN at Y's mask.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class TwoViewMixin(MergedFitMixin, DDRMixin):
     client from the joint Moments of ``[x | y]``), ``_projections()``, the
     ``(weights, mean)`` pairs of X and of Y that map each view to its scores, and
     ``_score_units()``, the power of each view's units its scores are in
-    (:mod:`ddr.stats._units`).
+    (``ddr.stats._units``).
     """
 
     _abstract_estimator = True
@@ -293,7 +293,7 @@ class TwoViewMixin(MergedFitMixin, DDRMixin):
 
         As every ddr estimator's ``as_xarray`` (X's attributes, ``x_weights_``, on X's
         features); an attribute of Y's features (``y_weights_``, ``y_mean_``, ...: dims with
-        :data:`Y_FEATURE` in the ``xarray_dims`` tag) gets Y's feature dims and coordinates,
+        ``Y_FEATURE`` in the ``xarray_dims`` tag) gets Y's feature dims and coordinates,
         NaN at Y's mask (a Dataset Y: a Dataset, a variable per block), and the units of
         Y's data.
 

@@ -38,7 +38,7 @@ def rows_dataarray(
     ``new_dim`` for 2-D output, or the input's feature dims and coordinates (masked features
     NaN) when ``new_dim`` is the rows' stacked feature dim.
 
-    ``units`` (:mod:`ddr.stats._units`) become the ``units`` attribute: one string, or one
+    ``units`` (``ddr.stats._units``) become the ``units`` attribute: one string, or one
     per data variable of a Dataset fit, each given to its variable's part of a
     feature-shaped output (an output over all of them says units only where they agree)."""
     import xarray as xr
@@ -123,7 +123,7 @@ def fitted_dataarray(
     attrs : mapping
         Its attributes.
     units : str, mapping or None
-        Its units (:mod:`ddr.stats._units`): the ``units`` attribute; for a Dataset fit one
+        Its units (``ddr.stats._units``): the ``units`` attribute; for a Dataset fit one
         per data variable, each given to its variable.
     """
     import xarray as xr

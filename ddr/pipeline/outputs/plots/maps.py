@@ -87,13 +87,16 @@ class MapsPlot(ModelPlot):
         return {"output": {"from": "pca", "path": "maps.png"}, "steps": {"pca": pca}}
 
 
-def _feature_dims(model: Any, arr: Any) -> tuple[str, ...]:
-    """The dims of ``arr`` (``model.as_xarray(...)``) that are the model's features."""
-    layout = getattr(model, "feature_layout_", None)
-    if layout is not None and hasattr(layout, "dims"):
-        return tuple(str(d) for d in layout.dims)
-    fdim = str(getattr(model, "feature_dim_", None) or "feature")
-    return tuple(str(d) for d in arr.dims if str(d).startswith(fdim))[:1] or (str(arr.dims[-1]),)
+def _feature_dims(model: Any, arr: Any, attribute: str) -> tuple[str, ...]:
+    """The dims of ``arr`` (``model.as_xarray(attribute)``) that are features: all but the
+    dims the attribute declares of its own (``component``, ``class``; renamed
+    ``<estimator>_<dim>`` where a feature dim has the name), whichever grid they are on
+    (X's, or Y's for a two-view model's ``y_weights_``)."""
+    owner = type(model).__name__.lower()
+    declared = get_ddr_tags(model).xarray_dims.get(attribute, ())
+    own = {d for d in declared if not d.startswith("__")}
+    own |= {f"{owner}_{d}" for d in own}
+    return tuple(str(d) for d in arr.dims if str(d) not in own) or (str(arr.dims[-1]),)
 
 
 def draw_maps(
@@ -129,7 +132,7 @@ def draw_maps(
             f"a maps plot draws one grid; {cls.__name__} was fitted on a Dataset (one grid per "
             "variable): write its maps with kind: zarr"
         )
-    fdims = _feature_dims(model, arr)
+    fdims = _feature_dims(model, arr, attribute)
     lead = [d for d in arr.dims if d not in fdims]
     if len(fdims) > 2 or len(lead) > 1:
         raise ValueError(
@@ -167,7 +170,9 @@ def draw_maps(
             ax.axhline(0.0, color=GREY, linewidth=0.5)
             ax.set_xlabel(_label(one, fdims[0]))
     if image is not None:
-        fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label=attribute.rstrip("_"))
+        units = arr.attrs.get("units")  # what the attribute is in, when the data said
+        label = attribute.rstrip("_") + (f" ({units})" if units else "")
+        fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label=label)
     masked = int(np.isnan(values[0] if lead else values).sum())
     if masked:
         fig.text(0.01, 0.005, f"{masked} masked points (blank)", color=GREY, fontsize="small")
