@@ -13,8 +13,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ddr.stats._centring import scratch
+from ddr.stats._checks import sum_is_finite
+from ddr.stats._tiled import centred_tiles
 from ddr.stats.engine import aligned
 from ddr.stats.ppca_sums import PPCAParams, complete_posterior, row_posterior
+
+_LOG_2PI = float(np.log(2.0 * np.pi))
 
 __all__ = ["cov_block", "impute_block", "inverse_block", "score_block", "transform_block"]
 
@@ -75,20 +80,12 @@ def _by_rows(fn: Any, X: np.ndarray, *args: Any) -> np.ndarray:
     )
 
 
-def _transform_rows(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any) -> np.ndarray:
-    return _posterior_rows(X, W, mu, s2).Ez
-
-
 def _cov_rows(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any) -> np.ndarray:
     post = _posterior_rows(X, W, mu, s2, with_minv=True)
     cov = np.broadcast_to(post.scale * post.minv, (X.shape[0], *post.minv.shape)).copy()
     if post.minv_rows is not None:
         cov[post.minv_rows[0]] = post.scale * post.minv_rows[1]
     return cov
-
-
-def _score_rows(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any) -> np.ndarray:
-    return _posterior_rows(X, W, mu, s2).loglik
 
 
 def _impute_rows(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any) -> np.ndarray:
@@ -101,8 +98,8 @@ def _impute_rows(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any) -> np.nd
 
 
 def transform_block(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any) -> np.ndarray:
-    """Posterior means of a block, shape (n, q)."""
-    return _by_rows(_transform_rows, X, W, mu, s2)
+    """Posterior means of a block, shape (n, q) (:func:`_complete_tiles`)."""
+    return _complete_tiles(X, W, mu, s2, scores=False)
 
 
 def cov_block(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any) -> np.ndarray:
@@ -111,8 +108,51 @@ def cov_block(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any) -> np.ndarr
 
 
 def score_block(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any) -> np.ndarray:
-    """Log-likelihood of each row's observed entries, shape (n,)."""
-    return _by_rows(_score_rows, X, W, mu, s2)
+    """Log-likelihood of each row's observed entries, shape (n,) (:func:`_complete_tiles`)."""
+    return _complete_tiles(X, W, mu, s2, scores=True)
+
+
+def _complete_tiles(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any, *, scores: bool) -> Any:
+    """Posterior means (or log-likelihoods, ``scores``) of a block, a tile of rows at a time.
+
+    A tile without a missing entry (one sum of it tells) is centred into a reused float64
+    buffer (:func:`~ddr.stats._tiled.centred_tiles`), scaled to unit noise in place (factor
+    analysis), and gives ``B = Y W`` and ``E[z] = B M^{-1}`` in cache, with no
+    n-sized temporary; the log-likelihoods need one more pass over the tile,
+    ``|Y|^2 - B . E[z]`` (the same formulas as
+    :func:`~ddr.stats.ppca_sums.complete_posterior`). A tile with missing entries goes to
+    :func:`_posterior_rows`, each row from its observed entries.
+    """
+    X, (W, mu) = aligned((X, (W, mu)))
+    params = PPCAParams(W, mu, s2)
+    unit, inv_sd = params.whitened()
+    minv, logdet = unit.shared_minv()
+    n, d = X.shape
+    q = unit.q
+    out = np.empty(n) if scores else np.empty((n, q))
+    # log-likelihood of a complete row: -0.5 (const + |Y|^2 - B . E[z]) with unit.s2 = 1 for
+    # factor analysis (whose rows are scaled by inv_sd: their density differs by log|D|)
+    const = d * _LOG_2PI + (d - q) * np.log(unit.s2) + logdet
+    if inv_sd is not None:
+        const += float(np.sum(np.log(params.s2)))
+    for rows, Y in centred_tiles(X, mu, q):
+        if not sum_is_finite(Y):  # missing entries (or a sum that overflowed): row by row
+            post = _posterior_rows(X[rows], W, mu, s2)
+            out[rows] = post.loglik if scores else post.Ez
+            continue
+        if inv_sd is not None:
+            Y *= inv_sd
+        B = np.matmul(Y, unit.W, out=scratch("latent.b", (Y.shape[0], q)))
+        Ez = out[rows] if not scores else scratch("latent.ez", (Y.shape[0], q))
+        np.matmul(B, minv, out=Ez)
+        if scores:
+            quad = np.einsum("ij,ij->i", Y, Y)
+            quad -= np.einsum("ij,ij->i", B, Ez)
+            quad /= unit.s2
+            quad += const
+            quad *= -0.5
+            out[rows] = quad
+    return out
 
 
 def impute_block(X: np.ndarray, W: np.ndarray, mu: np.ndarray, s2: Any) -> np.ndarray:

@@ -43,6 +43,7 @@ from ddr.linalg.randomized import (
     single_pass_eigh,
 )
 from ddr.stats._checks import check_weights
+from ddr.stats._tiled import centred_product
 from ddr.stats._input import Rows, align_to_rows, is_dask
 from ddr.tags import DDRTags, rank_limit
 
@@ -50,12 +51,12 @@ __all__ = ["TruncatedSVD"]
 
 
 def _project_block(X: Any, components_t: np.ndarray, dtype: Any) -> np.ndarray:
-    """``X @ components_.T`` of a dense or CSR block, in float64, returned as ``dtype``."""
+    """``X @ components_.T`` of a dense or CSR block, in float64, returned as ``dtype`` (a
+    dense block a cache-sized tile of rows at a time: no float64 copy of the block)."""
     if scipy.sparse.issparse(X):
         out = np.asarray(scipy.sparse.csr_matrix(X, dtype=np.float64) @ components_t)
-    else:
-        out = np.asarray(X, dtype=np.float64) @ components_t
-    return out.astype(dtype, copy=False)
+        return out.astype(dtype, copy=False)
+    return centred_product(np.asarray(X), components_t, dtype=dtype)
 
 
 def _reconstruct_block(Z: np.ndarray, components: np.ndarray, dtype: Any) -> np.ndarray:

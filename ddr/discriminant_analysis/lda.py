@@ -15,6 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 from ddr.base import FEATURE, map_rows
 from ddr.discriminant_analysis._base import SHARED_CONSTRAINTS, DiscriminantBase, flip_columns
 from ddr.generative.classifier import check_priors, class_log_prior
+from ddr.stats._tiled import centred_product
 from ddr.tags import DDRTags, n_components_limit, n_components_width
 
 __all__ = ["LinearDiscriminantAnalysis", "lda_scores", "lda_transform"]
@@ -25,13 +26,15 @@ def lda_scores(
 ) -> np.ndarray:
     """Per-class linear scores of a block, ``(X - shift) @ coef.T + intercept``, shape
     (n_block, k). Centring on the data's mean first keeps the scores exact whatever the
-    offset of the data (``X @ coef.T`` with uncentred means cancels digits)."""
-    return np.subtract(X, shift, dtype=np.float64) @ coef.T + intercept
+    offset of the data (``X @ coef.T`` with uncentred means cancels digits). Computed a
+    cache-sized tile of rows at a time (:func:`~ddr.stats._tiled.centred_product`)."""
+    return centred_product(X, coef.T, shift=shift, offset=-intercept)
 
 
 def lda_transform(X: np.ndarray, shift: np.ndarray, scalings: np.ndarray) -> np.ndarray:
-    """Fisher projection of a block, ``(X - shift) @ scalings``, shape (n_block, n_components)."""
-    return (np.asarray(X, dtype=np.float64) - shift) @ scalings
+    """Fisher projection of a block, ``(X - shift) @ scalings``, shape (n_block, n_components),
+    a tile of rows at a time."""
+    return centred_product(X, scalings, shift=shift)
 
 
 class LinearDiscriminantAnalysis(

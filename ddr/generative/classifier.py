@@ -49,7 +49,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ddr.base import FEATURE, DDRMixin, FitPlan, check_some_weight, fit_context, map_rows
 from ddr.stats import compute, lazy
-from ddr.stats._checks import check_labels, label_kind
+from ddr.stats._checks import check_labels, label_kind, sum_is_finite
 from ddr.stats._input import Rows, is_dask, is_xarray
 from ddr.stats.base import Statistic, StatSpec
 from ddr.tags import DDRTags, always, fixed_passes
@@ -97,6 +97,8 @@ def check_some_class_possible(j: np.ndarray) -> np.ndarray:
     ndarray of shape (n_block, n_classes)
         ``j``.
     """
+    if j.shape[1] and sum_is_finite(j):  # no -inf at all (one sum, not a mask of the block)
+        return j
     dead = np.isneginf(j).all(axis=1) if j.shape[1] else np.zeros(j.shape[0], dtype=bool)
     if dead.any():
         rows = np.flatnonzero(dead)
