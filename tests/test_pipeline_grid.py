@@ -472,3 +472,32 @@ def test_a_grid_search_step_on_a_grid(field, tmp_path, monkeypatch):
     best = want.best_estimator_.as_xarray("components_")
     np.testing.assert_allclose(maps.values, best.values, atol=1e-12)
     assert maps.dims == ("component", "lat", "lon")
+
+
+def test_update_extends_the_time_series_of_a_loaded_model(tmp_path, monkeypatch):
+    """A saved model applied to a grid: its time series are extended by the new months only
+    (the model did not change), their dates encoded as the output stores them (CF units of
+    days since the first month), the same values as the model's transform of every month."""
+    monkeypatch.chdir(tmp_path)
+    write_gridded_data("g.zarr", SPEC)
+    ddr.PCA(n_components=2).fit(xr.open_zarr("g.zarr")["t2m"], sample_dims="time").save(
+        "pca.model.zarr"
+    )
+    steps = """
+      pca: {op: load, with: {path: pca.model.zarr}}
+      scores: {op: PCA.transform, inputs: {model: pca, X: T}}
+    """
+    out = "- {kind: zarr, from: scores, path: out/scores.zarr}\n"
+    inputs = "T: {path: g.zarr, array: t2m, sample_dims: time}\n"
+    path = write_pipeline(tmp_path, inputs, out, steps)
+    run_plan(plan_pipeline(path, []))
+    append_months("g.zarr", 96, 24)
+    plan = plan_pipeline(path, [], update=True)
+    assert "extended: rows 96:120 written, rows 0:96 kept" in format_plan(plan)
+    assert plan.passes() == {"T": "0.20"}
+    assert run_plan(plan).passes == {"T": pytest.approx(0.2, abs=0.005)}
+    data = xr.open_zarr("g.zarr")
+    scores = xr.open_zarr("out/scores.zarr")["scores"]
+    np.testing.assert_array_equal(scores["time"].values, data["time"].values)
+    want = ddr.load("pca.model.zarr").transform(data["t2m"])
+    np.testing.assert_array_equal(scores.values, want.values)

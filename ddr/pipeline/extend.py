@@ -112,7 +112,7 @@ def extend_stream(w: Any, out: OutputPlan) -> Streamed:
         for name, var in ds.variables.items():
             found: Any = group[str(name)]
             target = found.with_config({"write_empty_chunks": True})
-            data = var.data
+            data = _as_stored(var, target)
             if data.dtype.kind in "UOT":
                 data = data.astype(object)
             if var.dims[:1] != (sdim,):
@@ -131,6 +131,22 @@ def extend_stream(w: Any, out: OutputPlan) -> Streamed:
         pending.finalize()
 
     return Streamed(stores=targets, finish=finish)
+
+
+def _as_stored(var: Any, target: Any) -> Any:
+    """The values of ``var`` (a variable of the output's dataset) as ``target`` (its Zarr
+    array) stores them: times and durations (a grid's ``time`` coordinate) CF-encoded with
+    the units and calendar the array was written with, as xarray wrote them; other values
+    as they are."""
+    if np.dtype(var.dtype).kind not in "mM":
+        return var.data
+    import xarray as xr
+
+    attrs = target.attrs.asdict()
+    encoding = {k: attrs[k] for k in ("units", "calendar") if k in attrs}
+    encoding["dtype"] = np.dtype(target.dtype)
+    stored = xr.Variable(var.dims, var.data, encoding=encoding)
+    return xr.conventions.encode_cf_variable(stored).data
 
 
 def _aligned(data: Any, start: int, chunk: int) -> Any:
