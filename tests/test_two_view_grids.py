@@ -192,6 +192,26 @@ def test_transform_reads_y_on_its_fitted_grid():
         ys.compute()
 
 
+def test_bad_y_grids_are_refused_naming_y():
+    X, Y = fields()
+    with pytest.raises(
+        ValueError, match=r"^sample_dims=\('time',\): 'time' is not a dimension of Y"
+    ):
+        ddr.CCA(n_components=2).fit(X, Y.rename(time="t"), sample_dims="time")
+    holey = Y.copy()
+    holey[7, 0, 0] = np.nan  # a missing value, not a mask
+    with pytest.raises(
+        ValueError,
+        match=r"^Y: the feature at south=0, east=5 is NaN at some samples but not at every "
+        r"sample \(NaN at sample 7 \(time=7\)\)",
+    ):
+        ddr.PLSSVD(n_components=2).fit(X, holey, sample_dims="time")
+    with pytest.raises(ValueError, match=r"^CCA: X has 150 rows but Y has 100; the two views"):
+        ddr.CCA(n_components=2).fit(
+            X, Y.isel(time=slice(100)).drop_vars("time"), sample_dims="time"
+        )
+
+
 def test_a_dataset_as_y_gives_a_dataset_of_maps():
     X, Y = fields()
     Yds = xr.Dataset({"slp": Y, "gauge": (Y.isel(south=0) * 0.1).assign_attrs(units="m")})
