@@ -64,12 +64,10 @@ class SampleDims(tuple):
     dims : iterable of hashable
         The sample dims.
     mask : xarray.DataArray of bool, optional
-        The grid's mask where it is already known (True at the masked features; its dims
-        are the feature dims, in any order): a pipeline reads it once while planning, a
-        search once for all its folds. The fit then reads no sample to find it, and checks
-        every row block against it in the pass that reads the block, as always. None: the
-        fit finds it (see the module's notes). Equality, hashing and tokens are the dims'
-        alone.
+        The grid's mask where it is already known (True at the masked features, on the
+        feature dims in any order): the fit reads no sample to find it and checks each row
+        block against it, as always. None: the fit finds it (see the module's notes).
+        Equality, hashing and tokens are the dims' alone.
     """
 
     mask: Any
@@ -464,11 +462,7 @@ def _kept_known(mask: Any, Xt: Any, ns: int, where: _Where) -> np.ndarray | None
         )
     for cname, coord in mask.coords.items():
         ours = Xt.coords.get(cname)
-        if (
-            ours is not None
-            and ours.dims == coord.dims
-            and not _same_values(np.asarray(ours.values), np.asarray(coord.values))
-        ):
+        if ours is not None and ours.dims == coord.dims and not _same_values(ours, coord):
             raise ValueError(
                 f"{where.name}: the mask's coordinate {cname!r} differs from {where.name}'s; "
                 "a mask pairs with the grid point by point"
@@ -547,7 +541,8 @@ def _as_float(values: Any) -> Any:
     return values.astype(np.float64)
 
 
-def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
+def _same_values(a: Any, b: Any) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
     try:
         return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
     except TypeError:
