@@ -272,6 +272,7 @@ def test_a_pipeline_writes_the_units_of_maps_and_time_series(tmp_path, monkeypat
           pca: {op: PCA.fit, inputs: {X: T}, with: {n_components: 2}}
           scores: {op: PCA.transform, inputs: {model: pca, X: T}}
           nb: {op: StandardScaler.fit, inputs: {X: T}}
+          m: {op: moments, inputs: {X: T}}
         outputs:
           - kind: zarr
             from: {components: pca.components_, mean: pca.mean_,
@@ -280,6 +281,7 @@ def test_a_pipeline_writes_the_units_of_maps_and_time_series(tmp_path, monkeypat
             path: out/maps.zarr
           - {kind: zarr, from: scores, path: out/scores.zarr}
           - {kind: zarr, from: {var: nb.var_}, path: out/var.zarr}
+          - {kind: zarr, from: m, path: out/m.zarr}
         """
     )
     (tmp_path / "p.yaml").write_text(text)
@@ -294,3 +296,23 @@ def test_a_pipeline_writes_the_units_of_maps_and_time_series(tmp_path, monkeypat
     assert maps["lat"].attrs["units"] == "degrees_north"  # the coordinates' own, as before
     assert xr.open_zarr("out/scores.zarr")["scores"].attrs["units"] == "K"
     assert xr.open_zarr("out/var.zarr")["var"].attrs["units"] == "K2"
+    # a statistic's read-outs, as the statistic declares them (readout_units)
+    m = xr.open_zarr("out/m.zarr")
+    said = {v: m[v].attrs.get("units") for v in ("mean", "variance", "std", "covariance")}
+    assert said == {"mean": "K", "variance": "K2", "std": "K", "covariance": "K2"}
+    assert m["correlation"].attrs["units"] == "1"
+
+
+def test_statistics_declare_units_of_their_readouts_only():
+    from ddr.stats.base import Statistic
+
+    def subclasses(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+
+    for cls in subclasses(Statistic):
+        assert set(cls.readout_units) <= set(cls.readouts), cls.__name__
+    from ddr.stats import ClassMoments, Moments
+
+    assert Moments.readout_units["variance"] == 2 and ClassMoments.readout_units["means"] == 1

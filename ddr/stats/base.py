@@ -105,7 +105,10 @@ class Statistic(abc.ABC):
     (:func:`ddr.stats.compute_with_rows`).
 
     ``readout_dims`` gives each read-out's dims (:data:`FEATURE_DIM` for the data's feature
-    dim); a read-out without them is refused when the class is defined. ``_fields_as``
+    dim); a read-out without them is refused when the class is defined. ``readout_units``
+    the power of the data's units each is in (1: a mean, 2: a variance, 0: a count or a
+    correlation; as an estimator's ``xarray_units``): a pipeline's Zarr output states them as
+    ``units`` when its input has units; a read-out not listed gets none. ``_fields_as``
     says how each field is stored (``"float64"``, ``"int64"``, ``"float"``, ``"int"``,
     ``"count"``: a float or a float64 array, ``"labels"``: an array or None, ``"tuple"``);
     ``_validate`` checks fields against each other after that. :meth:`merge` refuses
@@ -124,6 +127,7 @@ class Statistic(abc.ABC):
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {}
     readouts: ClassVar[tuple[str, ...]] = ()
     readout_dims: ClassVar[dict[str, tuple[str, ...]]] = {}
+    readout_units: ClassVar[dict[str, int | None]] = {}
     # read-outs (or fields) that do not change when the rows move by a constant vector
     # (covariances, counts): the conformance suite checks them on data at a 1e8 offset
     check_invariant: ClassVar[tuple[str, ...]] = ()

@@ -153,6 +153,10 @@ class ClassMoments(Statistic):
         "within_scatter": (FEATURE_DIM, f"{FEATURE_DIM}_2"),
         "between_scatter": (FEATURE_DIM, f"{FEATURE_DIM}_2"),
     }
+    readout_units: ClassVar[dict[str, int | None]] = {
+        "counts": 0, "priors": 0, "means": 1, "variances": 2, "covariances": 2,
+        "pooled_covariance": 2, "within_scatter": 2, "between_scatter": 2,
+    }  # fmt: skip
     check_invariant = (
         "classes", "counts", "covariances", "pooled_covariance", "between_scatter",
     )  # fmt: skip

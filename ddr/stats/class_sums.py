@@ -49,6 +49,7 @@ class ClassSums(Statistic):
         "sums": ("class", FEATURE_DIM),
         "class_counts": ("class",),
     }
+    readout_units: ClassVar[dict[str, int | None]] = {"counts": 0, "sums": 1, "class_counts": 0}
     check_invariant = ("classes", "counts")
     _fields_as: ClassVar[dict[str, str]] = {
         "counts": "float64", "sums": "float64", "classes": "labels",

@@ -127,6 +127,7 @@ class KMeansSums(Statistic):
         "means": ("cluster", FEATURE_DIM),
         "inertia": (),
     }
+    readout_units: ClassVar[dict[str, int | None]] = {"counts": 0, "means": 1, "inertia": 2}
     _fields_as: ClassVar[dict[str, str]] = {
         "n_rows": "int", "inertia": "float", "counts": "float64", "means": "float64",
         "scatter": "float64", "far_distance": "float64", "far_rows": "float64",

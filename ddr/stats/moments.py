@@ -181,6 +181,10 @@ class Moments(Statistic):
         "correlation": (FEATURE_DIM, f"{FEATURE_DIM}_2"),
         "total_variance": (),
     }
+    readout_units: ClassVar[dict[str, int | None]] = {
+        "count": 0, "mean": 1, "covariance": 2, "variance": 2, "std": 1, "correlation": 0,
+        "total_variance": 2,
+    }  # fmt: skip
     check_invariant = ("count", "covariance", "variance", "n_rows")
     _fields_as: ClassVar[dict[str, str]] = {
         "count": "count", "mean": "float64", "scatter": "float64", "n_rows": "int",

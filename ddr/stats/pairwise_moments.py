@@ -62,6 +62,7 @@ class PairwiseMoments(Statistic):
         "mean": (FEATURE_DIM,),
         "covariance": (FEATURE_DIM, f"{FEATURE_DIM}_2"),
     }
+    readout_units: ClassVar[dict[str, int | None]] = {"count": 0, "mean": 1, "covariance": 2}
     check_invariant = ("count", "covariance")
     _fields_as: ClassVar[dict[str, str]] = {
         "shift": "float64", "pair_count": "float64", "s1": "float64", "s2": "float64",

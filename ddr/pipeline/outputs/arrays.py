@@ -227,9 +227,12 @@ def statistic_readouts(stat: Any) -> dict[str, Any]:
     return out
 
 
-def statistic_dataset(stat: Any, feature_dim: str) -> dict[str, Any]:
-    """A statistic's read-outs as DataArrays with named dims (``feature_dim``, ``class``)."""
+def statistic_dataset(stat: Any, feature_dim: str, units: str | None = None) -> dict[str, Any]:
+    """A statistic's read-outs as DataArrays with named dims (``feature_dim``, ``class``),
+    each with its ``units`` where the data's (``units``) are known (``readout_units``)."""
     import xarray as xr
+
+    from ddr.stats._units import units_of, with_units
 
     out = {}
     for name, value in statistic_readouts(stat).items():
@@ -237,7 +240,8 @@ def statistic_dataset(stat: Any, feature_dim: str) -> dict[str, Any]:
         dims = type(stat).dims_of(name, arr.ndim, feature_dim)  # as the statistic declares
         if arr.dtype.kind == "U":
             arr = arr.astype(object)
-        out[name] = xr.DataArray(arr, dims=dims, name=name)
+        attrs = with_units({}, units_of(type(stat).readout_units.get(name), units))
+        out[name] = xr.DataArray(arr, dims=dims, name=name, attrs=attrs)
     if "variance" in out and "covariance" in out and out["covariance"].ndim != 2:
         del out["covariance"]
     return out
@@ -261,14 +265,16 @@ def grid_layout(arr: Any, sample_dims: tuple[str, ...], mask: np.ndarray) -> Any
     return FeatureLayout(fdims, tuple(int(arr.sizes[d]) for d in fdims), coords, kept, name)
 
 
-def statistic_maps(stat: Any, layout: Any) -> dict[str, Any]:
+def statistic_maps(stat: Any, layout: Any, units: str | None = None) -> dict[str, Any]:
     """A statistic's read-outs, computed on the rows of a grid, on the grid: each feature
     axis its feature dims and coordinates, NaN at the masked features (a mean map; a
-    covariance of ``(lat, lon, lat_2, lon_2)``). Read-outs not over the grid's features are
-    as :func:`statistic_dataset` gives them."""
+    covariance of ``(lat, lon, lat_2, lon_2)``), in their units where the data's
+    (``units``) are known. Read-outs not over the grid's features are as
+    :func:`statistic_dataset` gives them."""
     import xarray as xr
 
     from ddr.stats._grid_out import fitted_dataarray
+    from ddr.stats._units import units_of, with_units
     from ddr.tags import FEATURE
 
     out = {}
@@ -276,16 +282,18 @@ def statistic_maps(stat: Any, layout: Any) -> dict[str, Any]:
         arr = np.asarray(value)
         dims = type(stat).dims_of(name, arr.ndim, FEATURE)
         axes = [i for i, d in enumerate(dims) if d.startswith(FEATURE)]
+        said = units_of(type(stat).readout_units.get(name), units)
         if arr.dtype.kind not in "biuf" or any(arr.shape[i] != layout.n_kept for i in axes):
             plain = [d.replace(FEATURE, layout.name) for d in dims]
             out[name] = xr.DataArray(
-                arr.astype(object) if arr.dtype.kind == "U" else arr, dims=plain, name=name
-            )
+                arr.astype(object) if arr.dtype.kind == "U" else arr, dims=plain, name=name,
+                attrs=with_units({}, said),
+            )  # fmt: skip
             continue
         out[name] = fitted_dataarray(
             arr, dims, feature_token=FEATURE, feature_dim=layout.name, feature_coords=None,
             layout=layout, coords={}, name=name,
-            attrs={"long_name": f"{name} of {type(stat).__name__}"},
+            attrs={"long_name": f"{name} of {type(stat).__name__}"}, units=said,
         )  # fmt: skip
     if "variance" in out and "covariance" in out and np.ndim(stat.covariance()) != 2:
         del out["covariance"]  # a diagonal statistic: its covariance is the variance

@@ -211,10 +211,11 @@ class ZarrKind(StoreKind):
                 continue
             if hasattr(value, "to_dict") and hasattr(value, "merge"):  # a whole statistic
                 layout = _grid_layout(w, ref)
+                units = _data_units(w, ref)
                 readouts = (
-                    statistic_dataset(value, _feature_dim(w, ref))
+                    statistic_dataset(value, _feature_dim(w, ref), units)
                     if layout is None
-                    else statistic_maps(value, layout)
+                    else statistic_maps(value, layout, units)
                 )
                 for name, arr in readouts.items():
                     variables[name if len(out.refs) == 1 else f"{key}_{name}"] = arr
@@ -287,6 +288,17 @@ def _grid_layout(w: WriteContext, ref: str) -> Any:
     if inp is None or grid is None or inp.grid_mask is None:
         return None
     return grid_layout(inp.array, grid, inp.grid_mask)
+
+
+def _data_units(w: WriteContext, ref: str) -> str | None:
+    """The units of the X a statistic was computed on (its ``units`` attribute), or None."""
+    from ddr.stats._units import data_units
+
+    step = w.plan.steps.get(split_ref(ref)[0])
+    if step is None or "X" not in step.refs:
+        return None
+    units = data_units(w.value(step.refs["X"]))
+    return units if isinstance(units, str) else None
 
 
 def _feature_dim(w: WriteContext, ref: str) -> str:
