@@ -25,9 +25,10 @@ from ddr.clustering._init import default_init_size, draw_sample, initial_centres
 from ddr.clustering.lloyd import LloydRun, lloyd, lloyd_update, ship
 from ddr.families import FitThenTransform
 from ddr.stats import KMeansSums, RowSample, compute
+from ddr.stats._centring import scratch
 from ddr.stats._input import Rows, is_dask, is_xarray
+from ddr.stats._tiled import centred_tiles
 from ddr.stats.engine import aligned
-from ddr.stats.kmeans_sums import nearest_centres
 from ddr.tags import DDRTags, unknown_passes
 
 # the start and the iterations are kept importable from here (GaussianMixture's k-means
@@ -43,46 +44,44 @@ __all__ = [
     "row_ids",
 ]
 
-#: rows per sub-block of the blockwise maps (bounds the (rows, k) distances)
-_MAP_ROWS = 8192
-
 
 # ------------------------------------------------------------------- blockwise maps
-def _by_rows(fn: Any, X: np.ndarray, *args: Any) -> np.ndarray:
-    X, args = aligned((X, args))
-    if X.shape[0] <= _MAP_ROWS:
-        return fn(X, *args)
-    return np.concatenate(
-        [fn(X[i : i + _MAP_ROWS], *args) for i in range(0, X.shape[0], _MAP_ROWS)], axis=0
-    )
-
-
-def _distances(X: np.ndarray, centres: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _distance_tiles(
+    X: np.ndarray, centres: np.ndarray
+) -> Iterator[tuple[slice, np.ndarray, np.ndarray]]:
+    """``(rows, Y, D)`` a cache-sized tile of rows at a time: the rows moved by the centres'
+    mean (float64, :func:`~ddr.stats._tiled.centred_tiles`) and their squared distances to
+    every centre less ``|y|^2``, computed as :func:`~ddr.stats.kmeans_sums.nearest_centres`
+    computes them for the fit (so that predictions are the fit's assignments)."""
+    X, centres = aligned((X, centres))
     shift = centres.mean(axis=0)
     local = centres - shift
-    Y = np.subtract(X, shift, dtype=np.float64)
-    labels, _, D = nearest_centres(Y, local, np.einsum("ij,ij->i", local, local))
-    D += np.einsum("ij,ij->i", Y, Y)[:, None]
-    return labels, D
-
-
-def _labels_rows(X: np.ndarray, centres: np.ndarray) -> np.ndarray:
-    return _distances(X, centres)[0].astype(np.int32)
-
-
-def _transform_rows(X: np.ndarray, centres: np.ndarray) -> np.ndarray:
-    D = _distances(X, centres)[1]
-    return np.sqrt(np.maximum(D, 0.0, out=D), out=D)
+    local_t = np.ascontiguousarray(local.T)
+    local_sq = np.einsum("ij,ij->i", local, local)
+    k = centres.shape[0]
+    for rows, Y in centred_tiles(X, shift, k):
+        D = np.matmul(Y, local_t, out=scratch("kmeans.distances", (Y.shape[0], k)))
+        D *= -2.0
+        D += local_sq
+        yield rows, Y, D
 
 
 def _labels_block(X: np.ndarray, centres: np.ndarray) -> np.ndarray:
     """The nearest centre of each row of a block (as KMeansSums assigns it)."""
-    return _by_rows(_labels_rows, X, centres)
+    out = np.empty(X.shape[0], dtype=np.int32)
+    for rows, _, D in _distance_tiles(X, centres):
+        out[rows] = np.argmin(D, axis=1)
+    return out
 
 
 def _transform_block(X: np.ndarray, centres: np.ndarray) -> np.ndarray:
     """Euclidean distances of each row of a block to every centre."""
-    return _by_rows(_transform_rows, X, centres)
+    out = np.empty((X.shape[0], centres.shape[0]))
+    for rows, Y, D in _distance_tiles(X, centres):
+        D += np.einsum("ij,ij->i", Y, Y)[:, None]
+        np.maximum(D, 0.0, out=D)
+        np.sqrt(D, out=out[rows])
+    return out
 
 
 # ----------------------------------------------------------------------- estimator
