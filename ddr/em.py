@@ -128,6 +128,12 @@ class EMProblem(Protocol[P]):
       ``to_vector`` made or their extrapolations.
     - ``expectation(params) -> statistic``: the E-step computed on the client (for
       ``fit_em(None, ...)``).
+    - ``stopping(params, new_params, stat) -> (bool, str)``: the problem's own stopping rule,
+      in place of the log-likelihood's (k-means: scikit-learn's rule on the centres' shift),
+      checked after each M-step: whether it is met, and where it stands (for the progress
+      records and the ConvergenceWarning), with an attribute ``stopping_rule`` (str) that
+      says what it is. Plain EM (no acceleration); the fit's result is then the last M-step,
+      which the rule speaks of.
     """
 
     def statistic(self, params: P) -> StatSpec: ...
@@ -311,10 +317,13 @@ def fit_em(
     passes = Passes(logger, what, unit="iteration")
     resumed = f", resumed after {state.n_iter}" if state.n_iter else ""
     each = "on the client (no pass over the data)" if on_client else "of one pass each"
-    passes.start(
-        f"at most {max_iter} iterations {each}{resumed}, until the log-likelihood's last gain "
-        f"and its estimated remaining gain are below tol={tol:g} (relative)"
-    )
+    until = getattr(problem, "stopping_rule", None) if hasattr(problem, "stopping") else None
+    if until is None:
+        until = (
+            "the log-likelihood's last gain and its estimated remaining gain are below "
+            f"tol={tol:g} (relative)"
+        )
+    passes.start(f"at most {max_iter} iterations {each}{resumed}, until {until}")
     run = _Run(X, problem, state, tol, vectors, accelerate, sample_weight)
     reported = time.perf_counter()
     done = 0
@@ -340,10 +349,14 @@ def fit_em(
             if result.remaining is not None and np.isfinite(result.remaining)
             else ""
         )
+        where = (
+            f"{run.stop_note}"
+            if run.stop_note is not None
+            else f"last relative log-likelihood change {result.relative_change():.3g}{left}"
+        )
         warnings.warn(
-            f"{owner}: EM did not converge in max_iter={max_iter} iterations (last relative "
-            f"log-likelihood change {result.relative_change():.3g}{left}, tol={tol}); "
-            f"increase max_iter"
+            f"{owner}: EM did not converge in max_iter={max_iter} iterations ({where}, "
+            f"tol={tol}); increase max_iter"
             f"{', or continue this fit with warm_start=True' if warm_start else ''}",
             ConvergenceWarning,
             stacklevel=stacklevel + 1,
@@ -376,6 +389,11 @@ class _Run:
         self.remaining = state.remaining
         self.n_refused = state.n_refused
         self.refused_now = 0
+        # the problem's own stopping rule replaces the log-likelihood's
+        self.own_rule = hasattr(problem, "stopping")
+        self.stop_note: str | None = None
+        if self.own_rule:
+            self.accelerate = False
 
     def _e_step(self, params: Any) -> Any:
         if self.X is None:
@@ -402,6 +420,11 @@ class _Run:
         loglik = float(stat.loglik)
         fx = self.problem.m_step(stat, x)
         previous = self.curve[-1] if self.curve else self.start_loglik
+        if self.own_rule:  # the problem's rule, on the step just made
+            self.converged, self.stop_note = self.problem.stopping(x, fx, stat)
+            self.curve.append(loglik)
+            self.cycle = dataclasses.replace(c, next=fx, phase="base", best=(loglik, fx))
+            return f"{loglik_detail(loglik, previous)}, {self.stop_note}"
         note = ""
         if c.phase == "extrapolated":
             assert c.x1 is not None

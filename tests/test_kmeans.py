@@ -72,11 +72,46 @@ def test_to_the_fixed_point_as_scikit_learn_with_tol_0(seed):
     np.testing.assert_array_equal(ours.labels_, sk.labels_)
     np.testing.assert_allclose(ours.cluster_centers_, sk.cluster_centers_, rtol=1e-12, atol=0)
     assert ours.inertia_ == pytest.approx(sk.inertia_, rel=1e-10)
-    # scikit-learn stops when the labels repeat, ddr when the inertia does: one pass later,
-    # and that pass was at the final centres (no pass for the inertia, which scikit-learn
-    # computes after its loop)
-    assert ours.n_iter_ == sk.n_iter_ + 1
+    # both stop when the labels repeat (then no centre moves): the same iteration, and its
+    # pass was at the final centres (no pass for the inertia, which scikit-learn computes
+    # after its loop)
+    assert ours.n_iter_ == sk.n_iter_
     assert ours.n_passes_ == ours.n_iter_
+
+
+@pytest.mark.parametrize("tol", [1e-4, 1e-2, 1e-6])
+@pytest.mark.parametrize("offset", [0.0, 1e6])
+def test_tol_is_scikit_learns_rule_on_the_centres_shift(tol, offset):
+    """tol is scikit-learn's: the centres' squared shift, summed, against tol times the mean
+    variance of the features. On data without clusters (where it stops Lloyd early) both
+    stop at the same iteration with the same labels, centres and inertia, on data far from
+    the origin too; the variance comes from the first pass (no pass of its own), and the
+    final centres get one more pass unless they are a fixed point."""
+    X = np.random.default_rng(11).uniform(size=(6000, 4)) + offset
+    for seed in range(3):
+        init = _start(X, 7, seed)
+        sk = _sklearn(X, init, 300, tol=tol)
+        arr, counter = counting_dask_array(X, chunks=(1000, -1))
+        with dask.config.set(scheduler="sync"):
+            ours = _ours(arr, init, 300, tol=tol)
+        passes = counter.passes  # before labels_, which reads X again
+        assert ours.n_iter_ == sk.n_iter_
+        np.testing.assert_array_equal(_computed(ours.labels_), sk.labels_)
+        np.testing.assert_allclose(ours.cluster_centers_, sk.cluster_centers_, rtol=1e-12)
+        assert ours.inertia_ == pytest.approx(sk.inertia_, rel=1e-10)
+        fixed = ours.inertia_curve_[-1] == ours.inertia_
+        assert passes == ours.n_passes_ == ours.n_iter_ + (0 if fixed else 1)
+
+
+def test_the_variance_of_the_tolerance_is_exact_far_from_the_origin():
+    from ddr.clustering.lloyd import mean_variance
+
+    X = np.random.default_rng(3).standard_normal((5000, 6)) * [1, 2, 3, 4, 5, 6] + 1e8
+    centres = X[:5] + 0.5
+    stat = compute(KMeansSums.spec(centres=centres, scatter="diag"), da.from_array(X, 700))
+    # the cluster means at 1e8 hold about 1e-8 of absolute round-off: the between-cluster
+    # part of the variance carries it (a sum of squares about the origin would lose all)
+    assert mean_variance(stat) == pytest.approx(np.var(X - 1e8, axis=0).mean(), rel=1e-8)
 
 
 def test_a_fixed_point_is_found_to_the_last_bit_and_costs_no_extra_pass():
@@ -87,9 +122,14 @@ def test_a_fixed_point_is_found_to_the_last_bit_and_costs_no_extra_pass():
         km = ddr.KMeans(6, init=init, tol=0.0).fit(arr)
     assert counter.passes == km.n_passes_ == km.n_iter_
     curve = km.inertia_curve_
-    assert curve[-1] == curve[-2]  # the same assignment: the same inertia, bit for bit
     assert np.all(np.diff(curve) <= 0)
-    assert km.inertia_ == curve[-1]
+    assert km.inertia_ == curve[-1]  # the last pass was at the final centres
+    # a fixed point to the last bit: one more iteration from it moves no centre at all
+    with dask.config.set(scheduler="sync"):
+        again = ddr.KMeans(6, init=km.cluster_centers_, tol=0.0).fit(arr)
+    assert again.n_iter_ == again.n_passes_ == 1
+    np.testing.assert_array_equal(again.cluster_centers_, km.cluster_centers_)
+    assert again.inertia_ == km.inertia_
 
 
 def test_stopped_by_tol_reads_once_more_at_the_final_centres():

@@ -131,11 +131,13 @@ default="k-means++"
     max_iter : int, default=300
         Lloyd's iterations (passes) per initialisation.
     tol : float, default=1e-4
-        The stopping rule of :mod:`ddr.em` on the inertia: stop when its last decrease and
-        the decrease still to come (estimated from the last ones) are both below ``tol``
-        times the inertia. scikit-learn's ``tol`` bounds the centres' movement instead;
-        both stop at a fixed point (no row changes cluster), and ``tol=0`` runs to one,
-        as scikit-learn's ``tol=0`` does.
+        scikit-learn's rule: stop when the centres' squared shift in an iteration, summed
+        over the centres, is at most ``tol`` times the mean of the features' variances
+        (which the first iteration's pass gives, exactly: no pass of its own). A fixed
+        point (no row changes cluster) stops the fit whatever ``tol``; ``tol=0`` runs to
+        one. The default, scikit-learn's, can stop short of the fixed point on data
+        without clear clusters (measured: inertia 0.3 % above it on uniform data); from
+        the same centres ddr stops at the same iteration as scikit-learn.
     init_size : int or None, default=None
         Rows of the sample k-means++ starts from; None: ``max(3 * 1024, 100 *
         n_clusters)`` (at most ``n_samples``). A merge task of the sample pass holds 16

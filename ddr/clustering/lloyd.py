@@ -5,9 +5,14 @@
 mean; the inertia; the rows farthest from their centre) and the M-step of scikit-learn's
 Lloyd iteration (:func:`lloyd_update`: the means, a cluster left empty moved to the farthest
 row, as scikit-learn does). Its "log-likelihood" is minus the inertia, which Lloyd's
-iterations never raise, and its stopping rule is ddr.em's on it; at a fixed point (no row
-changes cluster) the inertia repeats exactly, which stops the fit whatever ``tol``. Without
-acceleration: SQUAREM's extrapolated centres have no assignment to stand for.
+iterations never raise (the trace ``inertia_curve_``). The stopping rule is scikit-learn's,
+not ddr.em's on the likelihood: Lloyd stops when the centres' squared shift in an iteration,
+summed over the centres, is at most ``tol`` times the mean of the features' variances (the
+first pass sums each cluster's per-feature scatter, which gives that variance exactly: no
+pass of its own). A repeated assignment gives the same centres to the last bit (a shift of
+0), so a fixed point stops the fit whatever ``tol``, at the iteration where scikit-learn
+sees its labels repeat. Without acceleration: SQUAREM's extrapolated centres have no
+assignment to stand for.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import numpy as np
 from ddr.em import EMState, fit_em
 from ddr.stats import KMeansSums, compute
 
-__all__ = ["LloydRun", "lloyd", "lloyd_update", "ship"]
+__all__ = ["LloydRun", "lloyd", "lloyd_update", "mean_variance", "ship"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,21 +81,59 @@ def lloyd_update(stat: KMeansSums, centres: np.ndarray) -> np.ndarray:
     return new
 
 
-class _LloydProblem:
-    """Lloyd's k-means for :func:`ddr.em.fit_em`: the parameters are the centres."""
+def mean_variance(stat: KMeansSums) -> float:
+    """The mean over the features of the rows' variances (``ddof=0``), from a statistic that
+    holds each cluster's per-feature scatter: the within-cluster scatters plus the clusters'
+    counts times their means' squared distances to the overall mean (no cancellation).
 
-    def __init__(self, lazy: bool, scatter: str | None = None) -> None:
+    Parameters
+    ----------
+    stat : KMeansSums
+        Over all rows, with ``scatter="diag"``.
+
+    Returns
+    -------
+    float
+        What scikit-learn's ``_tolerance`` multiplies ``tol`` by: ``np.mean(np.var(X, 0))``.
+    """
+    n = float(stat.counts.sum())
+    centre = stat.counts @ stat.means / n
+    between = stat.counts @ ((stat.means - centre) ** 2)
+    return float((stat.scatter.sum(axis=0) + between).sum() / (n * stat.n_features))
+
+
+class _LloydProblem:
+    """Lloyd's k-means for :func:`ddr.em.fit_em`: the parameters are the centres, the
+    stopping rule scikit-learn's (see :func:`lloyd`)."""
+
+    def __init__(self, lazy: bool, tol: float) -> None:
         self.lazy = lazy
-        self.scatter = scatter
+        self.tol = tol
+        # scikit-learn's absolute tolerance: tol times the mean variance of the features,
+        # known after the first pass (0 for tol=0: no scatter needed)
+        self.bound: float | None = 0.0 if tol == 0 else None
+        bound = "0 (a fixed point)" if tol == 0 else f"tol={tol:g} times the mean variance"
+        self.stopping_rule = f"the centres' squared shift in an iteration is at most {bound}"
         self.last: tuple[np.ndarray, KMeansSums, np.ndarray] | None = None
 
     def statistic(self, centres: np.ndarray) -> Any:
-        return KMeansSums.spec(centres=ship(centres, self.lazy))
+        # the first pass also sums each cluster's per-feature scatter: the data's variance
+        scatter = "diag" if self.bound is None else None
+        return KMeansSums.spec(centres=ship(centres, self.lazy), scatter=scatter)
 
     def m_step(self, stat: KMeansSums, centres: np.ndarray) -> np.ndarray:
+        if self.bound is None:
+            self.bound = self.tol * mean_variance(stat)
         new = lloyd_update(stat, centres)
         self.last = (centres, stat, new)
         return new
+
+    def stopping(self, centres: np.ndarray, new: np.ndarray, stat: KMeansSums) -> tuple[bool, str]:
+        """scikit-learn's rule: the sum over the centres of their squared shift at most the
+        bound (a repeated assignment moves no centre: a fixed point meets it for any tol)."""
+        assert self.bound is not None
+        shift = float(np.sum((new - centres) ** 2))
+        return shift <= self.bound, f"centre shift {shift:.3g} (at most {self.bound:.3g})"
 
 
 def ship(value: np.ndarray, lazy: bool) -> Any:
@@ -126,7 +169,7 @@ class LloydRun:
     n_iter : int
         Lloyd's iterations (passes).
     converged : bool
-        Whether ddr.em's stopping rule was met (a fixed point meets it).
+        Whether the stopping rule was met (a fixed point meets it).
     passes : int
         Passes over X: the iterations, and one more when the last did not end at a fixed
         point (or the scatters were asked for).
@@ -166,7 +209,8 @@ def lloyd(
     centres : ndarray of shape (k, d)
         Where to start.
     tol : float
-        ddr.em's stopping rule on the inertia (relative); 0 runs to a fixed point.
+        scikit-learn's: stop when the sum of the centres' squared shifts in an iteration is
+        at most ``tol`` times the mean of the features' variances; 0 runs to a fixed point.
     max_iter : int
         At most this many iterations (a ConvergenceWarning when they are not enough).
     lazy : bool
@@ -182,7 +226,7 @@ def lloyd(
     -------
     LloydRun
     """
-    problem = _LloydProblem(lazy)
+    problem = _LloydProblem(lazy, float(tol))
     state = fit_em(
         X,
         problem,
