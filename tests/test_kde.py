@@ -120,6 +120,28 @@ def test_two_d_density_integrates_to_one_on_a_grid(kernel):
     assert mass == pytest.approx(1.0, abs=2e-3)
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+def test_exact_gaussian_sums_by_tiles_of_pairs(rng, weighted):
+    """The gaussian kernel at one bandwidth sums its exponents from one GEMM a tile of pairs
+    (queries x training points, more than one tile each way), without the close-pair
+    recomputation of the other kernels: the log-sums of numpy's direct distances and
+    scipy's logsumexp, for queries near the data, far from it (every term underflows: the
+    rows are summed again about their largest term) and at a training point."""
+    from scipy.special import logsumexp
+
+    from ddr.density._kernels import log_kernel_sums
+
+    T = rng.standard_normal((5000, 6)) * 3.0
+    Q = np.vstack([rng.standard_normal((300, 6)), T[:3], np.full((2, 6), 400.0)])
+    log_w = np.log(rng.uniform(0.1, 5.0, size=5000)) if weighted else None
+    d2 = ((Q[:, None, :] - T[None, :, :]) ** 2).sum(axis=-1)
+    for h in (0.3, 2.0):
+        ref = logsumexp(-0.5 * d2 / h**2 + (0.0 if log_w is None else log_w), axis=1)
+        got = log_kernel_sums(Q, T, log_w, "gaussian", h)
+        np.testing.assert_allclose(got, ref, rtol=1e-11, atol=1e-11)
+        assert np.isfinite(got).all()
+
+
 # ---------------------------------------------------------------------- dask, xarray
 def test_dask_blockwise_query_x_training_blocks(rng):
     X, Q = data(rng, n=700), data(rng, n=333)
