@@ -24,10 +24,12 @@ from ddr.io.locations import Location, LocationError, resolve
 from ddr.io.stored_chunks import MissingChunks
 from ddr.pipeline.fitplans import mark_sample_dims
 from ddr.pipeline.plan import InputPlan, ValueMeta, _sha
+from ddr.pipeline.recorded_masks import recorded_mask
 from ddr.pipeline.spec_types import InputSpec
 
 if TYPE_CHECKING:
     from ddr.pipeline._counting import BlockReads
+    from ddr.pipeline.run_state import RunState
 
 __all__ = ["first_sample_mask", "metadata_fingerprint", "open_pipeline_input"]
 
@@ -38,11 +40,15 @@ def open_pipeline_input(
     problem: Callable[[tuple[Any, ...], str], None],
     *,
     check_chunks: bool = True,
+    last: RunState | None = None,
 ) -> InputPlan | None:
     """Open input ``name`` lazily; report problems through ``problem(path, message)``.
 
     With ``check_chunks`` (an input something reads), a Zarr array with chunks that are not
-    stored is a problem unless the input says ``missing_chunks: fill``.
+    stored is a problem unless the input says ``missing_chunks: fill``, and a grid input's
+    mask is found: the one ``last`` (the state the last run left, for ``--update``)
+    recorded where it still holds (:func:`~ddr.pipeline.recorded_masks.recorded_mask`),
+    else by reading its first sample (:func:`first_sample_mask`).
 
     Returns the input's plan (its lazy sample-first DataArray, fingerprint and, for Zarr
     inputs, the counted store root and stored bytes), or None when it cannot be used.
@@ -156,9 +162,12 @@ def open_pipeline_input(
     if grid:  # another reading of the same array (left out otherwise: fingerprints stay)
         what["sample_dims"] = list(grid)
     fp = _sha(what)
-    mask = None
+    mask, listing = None, None
     if grid:
-        if check_chunks:  # something reads it: its mask decides what a fit on it sees
+        if check_chunks and last is not None:  # --update: no sample read where it holds
+            shape = tuple(int(arr.sizes[d]) for d in arr.dims if d not in grid)
+            mask, listing = recorded_mask(last, name, loc, spec, sdim, shape)
+        if check_chunks and mask is None:  # something reads it: its mask decides its features
             try:
                 mask = first_sample_mask(arr, grid)
             except (OSError, ValueError) as exc:
@@ -176,13 +185,17 @@ def open_pipeline_input(
             np.dtype(arr.dtype),
             frozenset([name]),
         )
-    return InputPlan(name, spec, loc.url, arr, sdim, fp, root, stored, meta, loc, reads, mask)
+    return InputPlan(
+        name, spec, loc.url, arr, sdim, fp, root, stored, meta, loc, reads, mask, listing
+    )
 
 
 def first_sample_mask(arr: Any, grid: tuple[str, ...]) -> Any:
     """The mask of a grid input: its features NaN at the first sample (bool, the shape of
     the feature dims in their order). Planning reads the chunks of that sample once (not
-    counted in the run's passes: it is read before the run); the input is marked with it
+    counted in the run's passes: it is read before the run; an update takes the mask the
+    last run recorded instead, where the first sample's stored chunks are as they were,
+    :mod:`ddr.pipeline.recorded_masks`); the input is marked with it
     (:func:`~ddr.pipeline.fitplans.mark_sample_dims`), so that every fit and search on it
     takes this mask without reading a sample again, and what the plan says (the features
     a fit sees, hence its solver and passes) is what the run does."""

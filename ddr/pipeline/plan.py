@@ -72,8 +72,12 @@ class InputPlan:
     reads: Any = None
     #: a grid input read by something: its features NaN at its first sample (bool, feature
     #: dims' shape), read once while planning and handed to every fit on it (which reads
-    #: no sample to find it: not in the run's passes)
+    #: no sample to find it: not in the run's passes); an update takes the one the last
+    #: run recorded where it still holds (ddr.pipeline.recorded_masks)
     grid_mask: Any = None
+    #: the record of its stored array (ddr.io.chunk_records.ArrayRecord) where opening it
+    #: listed it (an update checking a recorded mask): the run's state takes that listing
+    listing: Any = None
 
 
 @dataclass

@@ -138,8 +138,11 @@ class _Planner(OutputChecks, Scheduling, Fingerprinting, StatePlanning, UpdatePl
         # only the inputs something reads have their chunks listed
         used = {split_ref(r)[0] for s in steps.values() for r in s.inputs.values()}
         used |= {split_ref(r)[0] for o in outputs.values() for r in output_refs(o).values()}
+        last = self._last_state(pipeline, outputs)  # --update: the grids' recorded masks
         for name, spec in inputs.items():
-            opened = open_pipeline_input(name, spec, self.problem, check_chunks=name in used)
+            opened = open_pipeline_input(
+                name, spec, self.problem, check_chunks=name in used, last=last
+            )
             if opened is not None:
                 self.inputs[name] = opened
         self._link_steps(steps, set(inputs))
@@ -646,12 +649,7 @@ def plan_pipeline(
     if update and force:
         raise ValueError("update and force contradict each other; give one")
     planner = _Planner(
-        doc,
-        force=force,
-        resume=resume,
-        check_outputs=check_outputs,
-        given=given,
-        update=update,
+        doc, force=force, resume=resume, check_outputs=check_outputs, given=given, update=update
     )
     plan = planner.run()
     if plan is None:  # pragma: no cover - run() raises instead

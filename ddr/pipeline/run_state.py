@@ -6,7 +6,9 @@ output) holds, as of the end of the last run that succeeded:
 
 - per input: what identifies it (path, array, selection), its fingerprint, the rows it
   selected, and the record of its stored array (:class:`ddr.io.chunk_records.ArrayRecord`:
-  shape, grid and one token per stored object, from one listing);
+  shape, grid and one token per stored object, from one listing); for a grid input, its
+  mask (packed bits, a Zarr array of the group: an update takes it instead of reading the
+  first sample again, :mod:`ddr.pipeline.recorded_masks`);
 - per fit or statistic step whose fit is one pass of mergeable statistics: what identifies
   it (op, parameters, inputs; :func:`step_config`), the rows it was fitted on, and two
   statistics: those the model was solved from (all its rows) and those of its *prefix*,
@@ -25,8 +27,11 @@ before leaves the state of the run before, which still describes what that run r
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from ddr.io.chunk_records import ArrayRecord
 from ddr.io.claims import CLAIM_ATTR, Claim
@@ -65,6 +70,10 @@ class InputRecord:
         (none, or ``start:stop``); None for any other selection.
     array : ArrayRecord or None
         The record of its stored array; None for inputs that are not one Zarr array.
+    mask : array of bool or None
+        A grid input's mask (True at the masked features, the feature dims' shape); None
+        for other inputs. Not in :meth:`to_dict`: the state keeps it as packed bits in an
+        array of its group (:func:`write_state`), read back by :meth:`RunState.mask`.
     """
 
     identity: dict[str, Any]
@@ -72,6 +81,7 @@ class InputRecord:
     rows: int
     start: int | None
     array: ArrayRecord | None
+    mask: np.ndarray | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -136,6 +146,29 @@ class RunState:
     #: the group the statistics are read from (a state read back; None for one being made)
     group: Any = None
     _tags: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    _masks: dict[str, Any] = field(default_factory=dict)
+
+    def mask(self, name: str) -> np.ndarray | None:
+        """The mask of grid input ``name`` (bool, its feature dims' shape), read from the
+        group the first time; None where none was recorded, or what was cannot be read
+        (then the first sample is read, as a first run does)."""
+        rec = self.inputs.get(name)
+        if rec is None:
+            return None
+        if rec.mask is None and name in self._masks and self.group is not None:
+            from ddr.io.models import _Decoder
+
+            entry = self._masks.pop(name)  # read (or found unreadable) once
+            try:
+                shape = tuple(int(s) for s in entry["shape"])
+                bits = np.asarray(_Decoder(self.group).decode(entry["bits"], f"masks.{name}"))
+                if bits.dtype != np.uint8 or bits.shape != (-(-math.prod(shape) // 8),):
+                    raise ValueError(f"{bits.dtype} bits of shape {bits.shape} for {shape}")
+                unpacked = np.unpackbits(bits, count=math.prod(shape))
+                rec.mask = unpacked.astype(bool).reshape(shape)
+            except (KeyError, TypeError, ValueError):  # a damaged entry: found again instead
+                return None
+        return rec.mask
 
     def statistics(self, sid: str) -> tuple[Any, Any]:
         """``(statistics, prefix)`` of step ``sid``, read from the group the first time."""
@@ -194,6 +227,7 @@ def read_state(loc: Location) -> tuple[RunState | None, str]:
             )
             state._tags[sid] = (rec["statistics"], rec.get("prefix"))
         state.outputs = {str(k): str(v) for k, v in dict(data.get("outputs") or {}).items()}
+        state._masks = {str(k): v for k, v in dict(data.get("masks") or {}).items()}
         state.configs = {str(k): str(v) for k, v in dict(data.get("configs") or {}).items()}
     except (KeyError, TypeError, ValueError) as exc:
         return None, f"the state at {loc.shown} cannot be read ({type(exc).__name__}: {exc})"
@@ -261,10 +295,20 @@ def write_state(
                     if rec.prefix is rec.statistics or rec.prefix_rows == rec.rows
                     else enc.encode(rec.prefix, f"{sid}.prefix"),
                 }
+            masks = {
+                # one bit per grid point, in the feature dims' C order (8 x smaller than bool)
+                name: {
+                    "shape": list(rec.mask.shape),
+                    "bits": enc.encode(np.packbits(rec.mask.astype(bool).ravel()), f"{name}.mask"),
+                }
+                for name, rec in state.inputs.items()
+                if rec.mask is not None
+            }
             data = {
                 "version": STATE_VERSION,
                 "pipeline": state.pipeline,
                 "inputs": {name: rec.to_dict() for name, rec in state.inputs.items()},
+                "masks": masks,
                 "steps": steps,
                 "outputs": dict(state.outputs),
                 "configs": dict(state.configs),

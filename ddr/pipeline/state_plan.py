@@ -19,7 +19,6 @@ Here the planner:
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import posixpath
 from collections.abc import Callable
@@ -29,7 +28,8 @@ import numpy as np
 
 from ddr.io.locations import Location, LocationError, resolve
 from ddr.pipeline.plan import OutputPlan, StepPlan, _sha
-from ddr.pipeline.run_state import InputRecord
+from ddr.pipeline.recorded_masks import contiguous_start, input_identity
+from ddr.pipeline.run_state import InputRecord, RunState
 from ddr.pipeline.spec_types import split_ref
 from ddr.pipeline.update_types import Recording, StatePlan
 
@@ -47,23 +47,6 @@ def forbid_compute() -> Any:
     return dask.config.set(scheduler=_forbid)
 
 
-def contiguous_start(isel: Any, sample_dim: str, stored_rows: int) -> int | None:
-    """The stored row of the first row an input's ``isel`` selects along ``sample_dim``,
-    when what it selects is a run of rows that appending does not move (no selection,
-    ``start:`` or ``start:stop`` with bounds that are not negative); None for any other
-    selection (a list, a negative bound)."""
-    sel = (isel or {}).get(sample_dim)
-    if sel is None:
-        return 0
-    if not isinstance(sel, str):
-        return None
-    start, _, stop = sel.partition(":")
-    lo = int(start) if start.strip() else 0
-    if lo < 0 or (stop.strip() and int(stop) < 0):
-        return None
-    return min(lo, stored_rows)
-
-
 class StatePlanning:
     """State decisions of :class:`ddr.pipeline.planner._Planner` (uses its state)."""
 
@@ -73,6 +56,10 @@ class StatePlanning:
     outputs: list[OutputPlan]
     force: bool
     state: StatePlan | None
+    updating: bool
+    check_outputs: bool
+    #: the state :meth:`_last_state` read (its location's URL, and read_state's answer)
+    _state_read: tuple[str, tuple[RunState | None, str]] | None = None
 
     problem: Callable[..., Any]  # provided by the concrete class
     _ref_meta: Callable[..., Any]  # provided by Scheduling
@@ -80,20 +67,43 @@ class StatePlanning:
     # ------------------------------------------------------------------ where
     def _state_location(self, pipeline: Any) -> Location | None:
         """Where the state goes (None: ``run.state: false``); a problem when it may not."""
-        opts = pipeline.run
-        value = opts.state
-        if value is False or not self.outputs:
+        if not self.outputs:
             return None
         try:
-            if isinstance(value, str):
-                storage = opts.storage_options if "://" in value else None
-                return resolve(value, storage)
-            first = self.outputs[0].location
-            parent = Location(first.protocol, posixpath.dirname(first.path), first.storage_options)
-            return parent.joinpath(f"{pipeline.name}.state.zarr")
+            return _state_at(pipeline, self.outputs[0].location)
         except LocationError as exc:
             self.problem(("run", "state"), f"run.state: {exc}")
             return None
+
+    def _last_state(self, pipeline: Any, outputs: dict[int, Any]) -> RunState | None:
+        """``--update``: the state the last run left, read before the inputs are opened so
+        that a grid input takes the mask it recorded instead of reading its first sample
+        (:func:`~ddr.pipeline.recorded_masks.recorded_mask`); None for other runs, or where
+        there is none (what is wrong with its place is reported once the outputs are
+        planned, :meth:`_plan_state`).
+
+        Parameters
+        ----------
+        pipeline : Pipeline or None
+            The validated pipeline (None: invalid, reported).
+        outputs : dict
+            The outputs' specs that validated, by their index in the file.
+        """
+        from ddr.pipeline.run_state import read_state
+
+        self._state_read = None
+        if not (self.updating and self.check_outputs) or pipeline is None or not outputs:
+            return None
+        first = outputs[min(outputs)]
+        try:
+            loc = _state_at(pipeline, resolve(first.path, first.storage_options))
+            if loc is None:
+                return None
+            found = read_state(loc)
+        except (LocationError, OSError, ImportError, ValueError):  # found again, reported later
+            return None
+        self._state_read = (loc.url, found)
+        return found[0]
 
     def _check_state_path(self, loc: Location, given: bool, written: list[Any]) -> bool:
         from ddr.pipeline.run_files import clash
@@ -143,7 +153,10 @@ class StatePlanning:
         self.state = state
         self._decide_state(state)
         if state.reason.startswith("complete"):
-            state.old, state.old_reason = read_state(loc)
+            read = self._state_read  # read before the inputs were opened (--update)
+            state.old, state.old_reason = (
+                read[1] if read is not None and read[0] == loc.url else read_state(loc)
+            )
         else:
             state.old_reason = f"no complete state at {loc.shown} ({state.reason})"
 
@@ -173,18 +186,22 @@ class StatePlanning:
 
     # ---------------------------------------------------------------- records
     def _input_record(self, name: str) -> InputRecord:
-        """What this run reads of input ``name``: identity, fingerprint, selected rows and the
-        record of its stored array (one listing)."""
+        """What this run reads of input ``name``: identity, fingerprint, selected rows, the
+        record of its stored array (one listing: the one made while opening it, where an
+        update checked a recorded mask with it) and a grid's mask."""
         from ddr.io.chunk_records import array_record
 
         inp = self.inputs[name]
         rows = int(inp.meta.shape[0])
-        try:
-            arr = array_record(inp.location, inp.spec.array, inp.sample_dim)
-        except (OSError, ValueError):  # the store stopped answering: nothing to compare later
-            arr = None
+        arr = inp.listing
+        if arr is None:
+            try:
+                arr = array_record(inp.location, inp.spec.array, inp.sample_dim)
+            except (OSError, ValueError):  # the store stopped answering: nothing to compare
+                arr = None
         start = None if arr is None else contiguous_start(inp.spec.isel, inp.sample_dim, arr.rows)
-        return InputRecord(_identity(inp), inp.fingerprint, rows, start, arr)
+        mask = None if inp.grid_mask is None else np.asarray(inp.grid_mask, dtype=bool)
+        return InputRecord(_identity(inp), inp.fingerprint, rows, start, arr, mask)
 
     def _step_config(self, step: StepPlan, configs: dict[str, str]) -> str:
         """What identifies a step but for the data it reads: op, parameters, the identity of
@@ -352,22 +369,19 @@ def cut_rows(value: Any, lo: int, hi: int) -> Any:
     return value[lo:hi]
 
 
+def _state_at(pipeline: Any, first: Location) -> Location | None:
+    """Where the state goes: ``run.state`` (None: ``false``), else ``<name>.state.zarr``
+    beside the ``first`` output; a :class:`LocationError` when that is not a location."""
+    opts = pipeline.run
+    value = opts.state
+    if value is False:
+        return None
+    if isinstance(value, str):
+        return resolve(value, opts.storage_options if "://" in value else None)
+    parent = Location(first.protocol, posixpath.dirname(first.path), first.storage_options)
+    return parent.joinpath(f"{pipeline.name}.state.zarr")
+
+
 def _identity(inp: Any) -> dict[str, Any]:
-    """What names an input: where it is and what of it is read (never its credentials)."""
-    spec = inp.spec
-    out = {
-        "path": inp.path,
-        "array": spec.array,
-        "isel": spec.isel,
-        "sample_dim": inp.sample_dim,
-        "chunks": spec.chunks,
-        "missing_chunks": spec.missing_chunks,
-    }
-    grid = spec.grid_sample_dims()
-    if grid is not None:  # read as a grid: other features than its rows (left out otherwise)
-        out["sample_dims"] = list(grid)
-        if inp.grid_mask is not None:  # another mask: other features, statistics that differ
-            mask = np.asarray(inp.grid_mask, dtype=bool)
-            digest = hashlib.sha256(np.packbits(mask).tobytes()).hexdigest()[:32]
-            out["mask"] = {"shape": list(mask.shape), "sha256": digest}
-    return out
+    """What names an input (:func:`~ddr.pipeline.recorded_masks.input_identity`)."""
+    return input_identity(inp.path, inp.spec, inp.sample_dim, inp.grid_mask)

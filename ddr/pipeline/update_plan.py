@@ -19,10 +19,11 @@ recorded prefix (the new rows, and the rows of a partial chunk an append rewrote
 every row (multi-pass fits: randomized PCA, EM, kernel PCA, k-means, with no warm start;
 fits on a grid over several sample dims). A fit on a grid over one sample dim (time steps
 appended to a time x lat x lon field) merges as any other: the new rows are read with the
-mask read while planning (the first sample's; the mask is part of what the state records
-of the input, so another mask than the last run's makes a full run) and checked against it
-in the pass that reads them, so new rows with another mask are an error naming the point
-and the time step.
+grid's mask (the first sample's: the one the state recorded where the stored chunks of that
+sample are as they were, read no more, :mod:`ddr.pipeline.recorded_masks`; the mask is part
+of what the state records of the input, so another mask than the last run's makes a full
+run) and checked against it in the pass that reads them, so new rows with another mask are
+an error naming the point and the time step.
 Per output: an array output whose every variable is per row, made by models that did not
 change, is **extended** by its new rows; a saved model (or fitted attributes) of a step
 that gives what it gave keeps its content (only its fingerprint and provenance are
