@@ -142,6 +142,25 @@ def test_exact_gaussian_sums_by_tiles_of_pairs(rng, weighted):
         assert np.isfinite(got).all()
 
 
+def test_binned_lattice_sums_are_computed_once_per_fit(rng, monkeypatch):
+    """The lattice sums (an FFT convolution) of a fitted model are kept for its later
+    calls of score_samples, and made anew for a new fit."""
+    import ddr.density.kde as kde_module
+
+    calls = []
+    real = kde_module.grid_sums
+    monkeypatch.setattr(kde_module, "grid_sums", lambda *a, **k: calls.append(1) or real(*a, **k))
+    X = rng.standard_normal((60_000, 2))
+    kde = ddr.KernelDensity(algorithm="binned").fit(X)
+    first = kde.score_samples(X[:500])
+    np.testing.assert_array_equal(kde.score_samples(X[:500]), first)
+    kde.score_samples(da.from_array(X[:500], chunks=(100, -1))).compute()
+    assert len(calls) == 1
+    kde.fit(X[::2])
+    kde.score_samples(X[:500])
+    assert len(calls) == 2
+
+
 # ---------------------------------------------------------------------- dask, xarray
 def test_dask_blockwise_query_x_training_blocks(rng):
     X, Q = data(rng, n=700), data(rng, n=333)

@@ -4,6 +4,7 @@ and binned (lattice + FFT) for large 1-D and 2-D data."""
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections.abc import Hashable
 from numbers import Integral, Real
 from typing import Any, ClassVar
@@ -548,7 +549,7 @@ class KernelDensity(LogLikelihoodScore, DDRMixin, BaseEstimator):
         log_norm = float(self._log_norm(h))
         if self.algorithm_ == "binned":
             H = self.histogram_
-            f = grid_sums(H.counts, H.spacing, self._whitening_, h, self.kernel)
+            f = _grid_sums(H, self._whitening_, h, self.kernel)
             args = (H.counts, f, H.origin, H.spacing, self._whitening_, h, self.kernel, log_norm)
             return map_rows(rows, binned_block, n_out=None, dtype=np.float64, name="kde",
                             args=args, method="KernelDensity.score_samples")  # fmt: skip
@@ -664,6 +665,25 @@ class KernelDensity(LogLikelihoodScore, DDRMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
         return tags
+
+
+#: the lattice sums of a fitted histogram at a bandwidth (one FFT convolution of the
+#: lattice: about a second for a 1024 x 1024 lattice), kept while the histogram lives, for
+#: the later calls of score_samples of the same model (a dask graph per call otherwise
+#: waited for it on the client each time)
+_GRID_SUMS: weakref.WeakKeyDictionary[LatticeHistogram, dict[tuple, np.ndarray]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _grid_sums(H: LatticeHistogram, W: np.ndarray, h: float, kernel: str) -> np.ndarray:
+    """:func:`~ddr.density._binned.grid_sums` of ``H``, computed once per bandwidth, kernel
+    and whitening."""
+    sums = _GRID_SUMS.setdefault(H, {})
+    key = (float(h), kernel, np.asarray(W, dtype=np.float64).tobytes())
+    if key not in sums:
+        sums[key] = grid_sums(H.counts, H.spacing, W, h, kernel)
+    return sums[key]
 
 
 def _exact_block_shared(Xq, ref, center, W, h, kernel, log_norm):
