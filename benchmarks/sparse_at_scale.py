@@ -4,12 +4,14 @@
 A counts corpus of N documents x 20 000 words (``ddr demo-data --kind counts`` in-process,
 about 100 tokens a document), then on a LocalCluster of N_WORKERS single-thread workers: the
 CSR read floor (dask's sum of ``data``, ``indices``, ``indptr``), ddr's CSR reader pass and
-TruncatedSVD (k=10, n_iter=5: 6 passes) twice each, PLSA (3 EM iterations, one pass each)
-beside a floor run, PLSA's folding-in of 10 000 documents per worker, and scikit-learn's
-in-memory randomized TruncatedSVD (one process).
+TruncatedSVD (k=10, n_iter=5: 6 passes), each round in that order (``--rounds``, default 2),
+PLSA (3 EM iterations, one pass each) beside a floor run, PLSA's folding-in of 10 000
+documents per worker, and scikit-learn's in-memory randomized TruncatedSVD (one process).
+``--svd-only`` stops after the rounds (the TruncatedSVD rows alone). ``--chunk-rows`` sets the
+reader's rows per block (default: ``ddr.io.open_csr``'s, about 8 Mi stored values a block).
 Prints one line per measurement (``benchmarks/results/sparse-at-scale.md`` keeps the runs)."""
 
-import sys
+import argparse
 import time
 import warnings
 
@@ -27,7 +29,14 @@ PLSA_ITER = 3
 
 
 def main() -> None:
-    n, workers = int(sys.argv[1]), int(sys.argv[2])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("n_documents", type=int)
+    parser.add_argument("n_workers", type=int)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--svd-only", action="store_true")
+    parser.add_argument("--chunk-rows", type=int, default=None)
+    args = parser.parse_args()
+    n, workers = args.n_documents, args.n_workers
     path = f"/tmp/counts-{n}.zarr"
     spec = CountsSpec(
         n_samples=n, n_features=20_000, n_topics=20, doc_length=100.0, chunk_rows=50_000, seed=21
@@ -47,7 +56,7 @@ def main() -> None:
         Client(cluster),
     ):
         arrays = [da.from_zarr(g[k]) for k in ("data", "indices", "indptr")]
-        X = ddr.io.open_csr(path, "X")
+        X = ddr.io.open_csr(path, "X", chunk_rows=args.chunk_rows)
 
         def floor() -> float:
             t0 = time.perf_counter()
@@ -55,7 +64,8 @@ def main() -> None:
             return time.perf_counter() - t0
 
         floor()
-        for _ in range(2):
+        print(f"{len(X.chunks[0])} row blocks of {X.chunks[0][0]} documents", flush=True)
+        for _ in range(args.rounds):
             f = floor()
             t0 = time.perf_counter()
             X.map_blocks(
@@ -74,6 +84,8 @@ def main() -> None:
                 f" floor)",
                 flush=True,
             )
+        if args.svd_only:
+            return
         f = floor()
         t0 = time.perf_counter()
         with warnings.catch_warnings():  # 3 iterations on purpose

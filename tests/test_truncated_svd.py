@@ -92,22 +92,32 @@ def test_each_power_iteration_costs_one_pass_and_gains_accuracy(corpus):
 
 
 def test_chunking_dtype_and_form_do_not_change_the_model(corpus):
-    ref = ddr.TruncatedSVD(4, random_state=3).fit(corpus)
+    counts = corpus.astype(np.float64)
+    ref = ddr.TruncatedSVD(4, random_state=3).fit(counts)
     forms = [
-        da.from_array(corpus, chunks=(3000, -1)),
-        da.from_array(corpus, chunks=((1, 1500, 1498, 1), -1)),
-        corpus.toarray(),
+        da.from_array(counts, chunks=(3000, -1)),
+        da.from_array(counts, chunks=((1, 1500, 1498, 1), -1)),
+        corpus.toarray(),  # float32 dense rows: float64 GEMMs
         da.from_array(corpus.toarray(), chunks=(1000, -1)),
-        scipy.sparse.csc_matrix(corpus),
+        scipy.sparse.csc_matrix(counts),
         corpus.astype(np.int64),
     ]
     for X in forms:
         est = ddr.TruncatedSVD(4, random_state=3).fit(X)
         np.testing.assert_allclose(est.singular_values_, ref.singular_values_, rtol=1e-10)
         np.testing.assert_allclose(est.components_, ref.components_, atol=1e-10)
-    f32 = ddr.TruncatedSVD(4, random_state=3).fit(corpus.astype(np.float32))
-    np.testing.assert_allclose(f32.singular_values_, ref.singular_values_, rtol=1e-6)
-    assert f32.transform(corpus.astype(np.float32)).dtype == np.float32
+    # float32 sparse values are multiplied in float32 (ddr.stats._sparse.gram_product): the
+    # float64 model to float32 round-off (3e-8 and 1.2e-7 here), in every chunking and form
+    for X in (
+        corpus,
+        da.from_array(corpus, chunks=((1, 1500, 1498, 1), -1)),
+        scipy.sparse.csc_matrix(corpus),
+    ):
+        f32 = ddr.TruncatedSVD(4, random_state=3).fit(X)
+        np.testing.assert_allclose(f32.singular_values_, ref.singular_values_, rtol=1e-6)
+        np.testing.assert_allclose(f32.components_, ref.components_, atol=1e-6)
+        np.testing.assert_allclose(f32.mean_, ref.mean_, rtol=1e-12)
+    assert f32.transform(corpus).dtype == np.float32
 
 
 def test_transform_is_lazy_and_blockwise_for_sparse_blocks(corpus):

@@ -165,8 +165,11 @@ class TruncatedSVD(
     -----
     Input may be numpy, dask or xarray (dense), an in-memory scipy.sparse matrix, or a dask
     array of scipy.sparse CSR row blocks (:func:`ddr.io.open_csr`); sparse blocks are never
-    densified. Everything accumulates in float64; ``transform`` returns float32 for float32
-    input and float64 otherwise (dense, even for sparse input, as scikit-learn).
+    densified. Everything accumulates in float64, except that float32 sparse values are
+    multiplied in float32 in runs of rows whose sums are added in float64
+    (:class:`ddr.stats.GramProduct`: the float64 model to about 1e-7); ``transform`` returns
+    float32 for float32 input and float64 otherwise (dense, even for sparse input, as
+    scikit-learn).
     """
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {

@@ -10,7 +10,9 @@ column means and centred column sums of squares, whose sum is the total variance
 explained-variance ratios are fractions of. Nothing is centred in ``P``: truncated SVD
 decomposes ``X`` itself, so the sums are plain sums and merge by addition; the column moments
 merge with the Chan update. Blocks may be dense (two GEMMs, a few hundred rows at a time in
-float64) or scipy.sparse CSR (two sparse products, O(nnz l); the block is never densified).
+float64) or scipy.sparse CSR (two sparse products, O(nnz l); the block is never densified;
+float32 values are multiplied in float32 with every float32 sum bounded and the results of
+runs of rows summed in float64: :func:`ddr.stats._sparse.gram_product`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import scipy.sparse
 
 from ddr.stats._centring import scratch, small_gemm_rows
 from ddr.stats._checks import check_block, check_finite, check_weights
-from ddr.stats._sparse import as_csr64, column_moments
+from ddr.stats._sparse import check_sparse_block, column_moments, gram_product
 from ddr.stats.base import CheckData, Statistic
 from ddr.stats.moments import Moments
 
@@ -101,9 +103,8 @@ class GramProduct(Statistic):
                 f"basis must have shape (n_features={d}, n_basis); got shape {V.shape}"
             )
         if scipy.sparse.issparse(X):
-            Xs = as_csr64(X)
-            XV = np.asarray(Xs @ V)
-            product = np.asarray(Xs.T @ (XV if w is None else XV * w[:, None]))
+            Xs = check_sparse_block(X)
+            product = gram_product(Xs, V, w)
             if moments:
                 count, mean, sq = column_moments(Xs, w)
             else:
