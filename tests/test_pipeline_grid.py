@@ -391,6 +391,59 @@ def test_a_statistic_of_a_grid_is_written_on_the_grid(field, tmp_path, monkeypat
     assert np.isnan(cov[i, j][land]).all() and m["lat"].attrs["units"] == "degrees_north"
 
 
+@pytest.mark.parametrize("diagonal", [False, True])
+def test_read_outs_chosen_by_name_are_maps_as_the_whole_step_writes(
+    field, tmp_path, monkeypatch, diagonal
+):
+    """``from: {variance: m.variance}`` writes the read-out as ``from: m`` does: on the grid
+    (its dims, coordinates and their attributes, NaN at the mask, units and long_name),
+    named as ``from`` says; a model's attributes chosen by name are maps too (one pass: the
+    whole step and its read-outs are one statistic)."""
+    monkeypatch.chdir(tmp_path)
+    inputs = f"T: {{path: {field}/g.zarr, array: t2m, sample_dims: [time]}}\n"
+    steps = f"""
+      m: {{op: moments, inputs: {{X: T}}, with: {{diagonal: {str(diagonal).lower()}}}}}
+      pca: {{op: PCA.fit, inputs: {{X: T}}, with: {{n_components: 2}}}}
+    """
+    named = "{var: m.variance, mu: m.mean, n: m.count, total: m.total_variance}"
+    out = f"""
+    - {{kind: zarr, from: m, path: out/m.zarr}}
+    - {{kind: zarr, from: {named}, path: out/named.zarr}}
+    - {{kind: zarr, from: {{components: pca.components_, ev: pca.explained_variance_}},
+       path: out/pca.zarr}}
+    """
+    plan = plan_pipeline(write_pipeline(tmp_path, inputs, out, steps), [])
+    assert run_plan(plan).passes == {"T": pytest.approx(1.0, abs=0.01)}
+    data = xr.open_zarr(field / "g.zarr")
+    land = data["land"].values.astype(bool)
+    whole, chosen = xr.open_zarr("out/m.zarr"), xr.open_zarr("out/named.zarr")
+    assert sorted(chosen.data_vars) == ["mu", "n", "total", "var"]
+    assert chosen["n"].dims == whole["count"].dims  # a number (per point if diagonal)
+    np.testing.assert_array_equal(chosen["n"].values, whole["count"].values)
+    for mine, theirs in [("var", "variance"), ("mu", "mean")]:
+        got, want = chosen[mine], whole[theirs]
+        assert got.dims == want.dims == ("lat", "lon")
+        assert got.attrs == want.attrs and got.attrs["long_name"] == f"{theirs} of Moments"
+        np.testing.assert_array_equal(got.values, want.values)
+        assert np.isnan(got.values[land]).all() and np.isfinite(got.values[~land]).all()
+        for c in ("lat", "lon"):
+            np.testing.assert_array_equal(got[c].values, data[c].values)
+            assert got[c].attrs == data[c].attrs
+    assert chosen["var"].attrs["units"] == "K2" and chosen["mu"].attrs["units"] == "K"
+    assert chosen["total"].dims == () and chosen["total"].attrs["units"] == "K2"
+    assert chosen["total"].attrs == whole["total_variance"].attrs
+    assert float(chosen["total"]) == float(whole["total_variance"])
+    x = data["t2m"].values.astype(np.float64)
+    np.testing.assert_allclose(chosen["var"].values[~land], x.var(axis=0)[~land], rtol=1e-10)
+    maps = xr.open_zarr("out/pca.zarr")
+    est = ddr.PCA(n_components=2).fit(data["t2m"], sample_dims="time")
+    assert maps["components"].dims == ("component", "lat", "lon")
+    assert np.isnan(maps["components"].values[:, land]).all()
+    assert maps["components"].attrs["units"] == "1" and maps["ev"].attrs["units"] == "K2"
+    np.testing.assert_allclose(maps["components"].values, est.as_xarray("components_").values)
+    assert maps["lat"].attrs == data["lat"].attrs
+
+
 def test_a_statistic_over_several_sample_dims(field, tmp_path, monkeypatch):
     """``moments`` of members x time: the mean over both sample dims (not one per member),
     as a map; a grid's statistics are not recorded for ``--update`` (it reads every row)."""

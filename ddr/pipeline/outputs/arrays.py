@@ -213,29 +213,35 @@ def sample_dim_of(ds: Any) -> str | None:
     return None
 
 
-def statistic_readouts(stat: Any) -> dict[str, Any]:
-    """A statistic's read-outs by name (those that apply), else its ``to_dict()``."""
+def statistic_readouts(stat: Any, names: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """A statistic's read-outs by name: those that apply (else its ``to_dict()``), or the
+    ``names`` chosen (a pipeline's ``step.NAME``; one that does not apply raises)."""
     out: dict[str, Any] = {}
-    for readout in type(stat).readouts:
+    for readout in type(stat).readouts if names is None else names:
         try:
             attr = getattr(stat, readout)
             out[readout] = attr() if callable(attr) else attr
         except Exception:  # a read-out that does not apply (e.g. covariance of a diagonal)
+            if names is not None:
+                raise
             continue
     if not out:
         out = {k: v for k, v in stat.to_dict().items() if k != "type"}
     return out
 
 
-def statistic_dataset(stat: Any, feature_dim: str, units: str | None = None) -> dict[str, Any]:
-    """A statistic's read-outs as DataArrays with named dims (``feature_dim``, ``class``),
-    each with its ``units`` where the data's (``units``) are known (``readout_units``)."""
+def statistic_dataset(
+    stat: Any, feature_dim: str, units: str | None = None, names: tuple[str, ...] | None = None
+) -> dict[str, Any]:
+    """A statistic's read-outs (those that apply, or the ``names`` chosen) as DataArrays
+    with named dims (``feature_dim``, ``class``), each with its ``units`` where the data's
+    (``units``) are known (``readout_units``)."""
     import xarray as xr
 
     from ddr.stats._units import units_of, with_units
 
     out = {}
-    for name, value in statistic_readouts(stat).items():
+    for name, value in statistic_readouts(stat, names).items():
         arr = np.asarray(value)
         dims = type(stat).dims_of(name, arr.ndim, feature_dim)  # as the statistic declares
         if arr.dtype.kind == "U":
@@ -265,12 +271,14 @@ def grid_layout(arr: Any, sample_dims: tuple[str, ...], mask: np.ndarray) -> Any
     return FeatureLayout(fdims, tuple(int(arr.sizes[d]) for d in fdims), coords, kept, name)
 
 
-def statistic_maps(stat: Any, layout: Any, units: str | None = None) -> dict[str, Any]:
-    """A statistic's read-outs, computed on the rows of a grid, on the grid: each feature
-    axis its feature dims and coordinates, NaN at the masked features (a mean map; a
-    covariance of ``(lat, lon, lat_2, lon_2)``), in their units where the data's
-    (``units``) are known. Read-outs not over the grid's features are as
-    :func:`statistic_dataset` gives them."""
+def statistic_maps(
+    stat: Any, layout: Any, units: str | None = None, names: tuple[str, ...] | None = None
+) -> dict[str, Any]:
+    """A statistic's read-outs (those that apply, or the ``names`` chosen), computed on the
+    rows of a grid, on the grid: each feature axis its feature dims and coordinates, NaN at
+    the masked features (a mean map; a covariance of ``(lat, lon, lat_2, lon_2)``), in their
+    units where the data's (``units``) are known. Read-outs not over the grid's features
+    are as :func:`statistic_dataset` gives them."""
     import xarray as xr
 
     from ddr.stats._grid_out import fitted_dataarray
@@ -278,7 +286,7 @@ def statistic_maps(stat: Any, layout: Any, units: str | None = None) -> dict[str
     from ddr.tags import FEATURE
 
     out = {}
-    for name, value in statistic_readouts(stat).items():
+    for name, value in statistic_readouts(stat, names).items():
         arr = np.asarray(value)
         dims = type(stat).dims_of(name, arr.ndim, FEATURE)
         axes = [i for i, d in enumerate(dims) if d.startswith(FEATURE)]

@@ -205,20 +205,25 @@ class ZarrKind(StoreKind):
         variables: dict[str, Any] = {}
         coords: dict[str, Any] = {}
         for key, ref in out.refs.items():
-            value = w.value(ref)
             if key.startswith("coord:"):
-                coords[key.removeprefix("coord:")] = value
+                coords[key.removeprefix("coord:")] = w.value(ref)
                 continue
-            if hasattr(value, "to_dict") and hasattr(value, "merge"):  # a whole statistic
+            value, chosen = _value_of(w, ref)
+            if hasattr(value, "to_dict") and hasattr(value, "merge"):  # a statistic
+                # its read-outs (all, or the one chosen) as the statistic declares them: on
+                # the grid (maps) where it was computed on a grid input, one path for both
+                names = None if chosen is None else (chosen,)
                 layout = _grid_layout(w, ref)
                 units = _data_units(w, ref)
                 readouts = (
-                    statistic_dataset(value, _feature_dim(w, ref), units)
+                    statistic_dataset(value, _feature_dim(w, ref), units, names)
                     if layout is None
-                    else statistic_maps(value, layout, units)
+                    else statistic_maps(value, layout, units, names)
                 )
                 for name, arr in readouts.items():
-                    variables[name if len(out.refs) == 1 else f"{key}_{name}"] = arr
+                    whole = name if len(out.refs) == 1 else f"{key}_{name}"
+                    var = whole if chosen is None else key  # a chosen one: as `from` names it
+                    variables[var] = arr.rename(var)
                 continue
             variables[key] = as_dataarray(value, key)
         if isinstance(spec.dims, list):
@@ -275,6 +280,22 @@ def _check_dims(
         )
     elif len(set(dims)) != len(dims):
         ctx.problem(where, f"dim names must differ; got {dims}")
+
+
+def _value_of(w: WriteContext, ref: str) -> tuple[Any, str | None]:
+    """What ``ref`` names, and None; for a read-out of a statistic step chosen by name
+    (``m.variance``), the statistic and that name (written as the whole statistic's
+    read-outs are: labelled dims, maps on a grid, units)."""
+    head, tail = split_ref(ref)
+    step = w.plan.steps.get(head)
+    if (
+        step is not None
+        and tail is not None
+        and step.op.primary == "statistic"
+        and tail not in step.outputs
+    ):
+        return w.value(head), tail
+    return w.value(ref), None
 
 
 def _grid_layout(w: WriteContext, ref: str) -> Any:
