@@ -12,7 +12,8 @@ every float32 sum bounded to :data:`F32_TERMS` terms: ``X V`` sums one row's sto
 (rows longer than that take the float64 products), and ``X^T U`` is taken over runs of
 :data:`F32_TERMS` rows, whose (d, l) results are summed in float64. Measured on 1 000 000
 documents x 20 000 words (98.6 M stored counts, k = 10, 5 power iterations): singular values
-within 2.5e-9 relative of the float64 products', each singular vector within 1e-6 rad.
+within 3.4e-9 relative of the float64 products', each singular vector within 5.2e-7 rad
+(the subspace of the ten within 4.6e-7 rad), explained-variance ratios within 4.6e-7.
 """
 
 from __future__ import annotations
