@@ -8,7 +8,11 @@ dataset's ``X`` (100 000 x 100 float32 for S, M, L) and times:
 - ``from_block`` of every statistic a one-pass fit or an iteration is made of;
 - GaussianNB and QDA (reg_param=1e-6, fitted on the chunk) predict and predict_proba of the
   chunk as float32 (as stored) and as float64, beside the float64 GEMM each needs (the
-  BLAS floor of :mod:`benchmarks.suites.predict`).
+  BLAS floor of :mod:`benchmarks.suites.predict`);
+- with ``--transforms``, the models of :mod:`benchmarks.suites.transforms` (LDA, PPCA,
+  factor analysis, TruncatedSVD, GaussianMixture, KMeans, KernelDensity, Nystroem; fitted
+  on the chunk): each method on the chunk beside the BLAS of its products, and Nystroem
+  beside scikit-learn's with the same landmarks.
 
 Each time is the best of ``--repeat`` runs: on a shared machine the same read takes 110 or
 250 ms from one run to the next, and the best run is the one that measures the code. The
@@ -100,6 +104,36 @@ def predict_cases(x: np.ndarray, y: np.ndarray) -> dict[str, Callable[[], object
     return out
 
 
+def transform_cases(x: np.ndarray, y: np.ndarray) -> dict[str, Callable[[], object]]:
+    """Per-chunk transforms, predictions and scores of the models of
+    :mod:`benchmarks.suites.transforms` (fitted on the chunk), each beside the BLAS of its
+    products (that suite's floor); Nystroem also beside scikit-learn's with the same
+    landmarks."""
+    from sklearn.kernel_approximation import Nystroem
+
+    from benchmarks.suites.transforms import CASES, chain_block, product_matrices
+
+    out: dict[str, Callable[[], object]] = {}
+    for case in CASES:
+        model = case.fit(x, y)
+        block = x if case.columns is None else np.ascontiguousarray(x[:, : case.columns])
+        Ms = product_matrices(case, model, x.shape[1])
+        kind = np.dtype(case.dtype).name
+        out[f"{case.label} {kind} BLAS floor (the chunk cast in tiles)"] = partial(
+            chain_block, x, *Ms
+        )
+        for method in case.methods:
+            out[f"{case.label}.{method}, float32 chunk"] = partial(getattr(model, method), block)
+        if case.label == "Nystroem":
+            sk = Nystroem(
+                kernel="rbf", gamma=model.gamma_, n_components=model.n_components, random_state=0
+            ).fit(x)
+            out["scikit-learn Nystroem.transform, float32 chunk (same landmarks)"] = partial(
+                sk.transform, x
+            )
+    return out
+
+
 def run_as_in_a_dask_worker(module: str = "benchmarks.per_block") -> None:
     """Re-execute ``python -m module`` (this command) with the environment variables dask's
     nanny sets for workers."""
@@ -118,6 +152,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=HERE / "data")
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument(
+        "--transforms",
+        action="store_true",
+        help="also the transforms suite's models (benchmarks.suites.transforms)",
+    )
     args = parser.parse_args(argv)
     path = args.data_dir / f"{args.dataset}.zarr"
     if not path.exists():
@@ -134,7 +173,11 @@ def main(argv: list[str] | None = None) -> int:
             f"| read + decompress one chunk (ddr reader) | {direct:.1f} | x{direct / read:.2f} |",
             *(
                 f"| {name} | {ms:.1f} | x{1 + ms / read:.2f} |"
-                for name, fn in (cases(x, y) | predict_cases(x, y)).items()
+                for name, fn in (
+                    cases(x, y)
+                    | predict_cases(x, y)
+                    | (transform_cases(x, y) if args.transforms else {})
+                ).items()
                 for ms in best_ms(fn, repeat=args.repeat)
             ),
         ]
