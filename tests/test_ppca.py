@@ -248,7 +248,8 @@ def test_thirty_percent_missing_recovers_subspace_and_imputes(rng):
     recon = m.inverse_transform(m.transform(Xm))
     np.testing.assert_allclose(imputed[mask], recon[mask], rtol=1e-12)
     # EM with missing data is still monotone and the random start reaches the same optimum
-    assert np.all(np.diff(m.loglik_curve_) > 0)
+    curve = m.loglik_curve_  # (up to round-off: the last iterations gain below it)
+    assert np.all(np.diff(curve) > -1e-14 * abs(curve[-1]))
     other = PPCA(4, init="random", tol=1e-11).fit(Xm)
     assert angle_deg(other.components_, m.components_) < 0.01
     assert other.noise_variance_ == pytest.approx(m.noise_variance_, rel=1e-4)
