@@ -4,7 +4,9 @@ Posterior means and covariances of the latent factors, log-likelihoods of the ob
 entries and imputation of the missing ones, each row from its observed entries only;
 module-level so that dask ships them to workers. Rows without a missing entry share one
 posterior (:func:`~ddr.stats.ppca_sums.complete_posterior`); the others are solved row by
-row in groups of at most ``_MAP_ROWS``.
+row in groups of at most ``_MAP_ROWS``. The posterior means and log-likelihoods
+(``transform``, ``score_samples``) take a block a cache-sized tile at a time, two small GEMMs
+for a tile of complete rows (:func:`_complete_tiles`).
 """
 
 from __future__ import annotations
