@@ -26,10 +26,15 @@ import threading
 import time
 from typing import Any
 
-from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
+from botocore.exceptions import (
+    ClientError,
+    ConnectTimeoutError,
+    HTTPClientError,
+    ReadTimeoutError,
+)
 from fsspec.asyn import sync_wrapper
 from s3fs import S3FileSystem
-from s3fs.core import _error_wrapper
+from s3fs.core import _error_wrapper, translate_boto_error
 
 from ddr.io import request_bounds
 from ddr.io.request_bounds import DEFAULTS, StoreNotAnswering
@@ -58,8 +63,9 @@ class BoundedS3FileSystem(S3FileSystem):
     Parameters
     ----------
     tries : int, default 5
-        Tries of a request in all (s3fs's ``retries``), for timeouts and the errors s3fs
-        retries (throttling, dropped connections).
+        Tries of a request in all (s3fs's ``retries``), for timeouts, the errors s3fs
+        retries (throttling, dropped connections) and the server errors S3 asks clients
+        to try again (:data:`TRANSIENT_STATUSES`).
     *args, **kwargs
         As ``s3fs.S3FileSystem``; ``config_kwargs["connect_timeout"]`` and
         ``["read_timeout"]`` bound each try.
@@ -100,6 +106,8 @@ class BoundedS3FileSystem(S3FileSystem):
         started = time.monotonic()
         try:
             out = await _error_wrapper(attempt, kwargs=extra, retries=tries)
+        except _Transient as exc:  # every try answered with a server error
+            raise translate_boto_error(exc.error) from exc.error
         except _NO_ANSWER as exc:
             why = _waits(attempt.made, time.monotonic() - started, connect, read, short, exc)
             request_bounds.make_silent(endpoint, read, why)
@@ -183,7 +191,7 @@ class _BoundedTries:
                     raise ReadTimeoutError(endpoint_url=self.endpoint)
                 done, _ = await asyncio.wait({task}, timeout=min(left, _POLL))
                 if done:
-                    return task.result()
+                    return _result(task)
         finally:
             if not task.done():
                 task.cancel()
@@ -205,6 +213,32 @@ class _BoundedTries:
         if silent is not None and silent.since >= self.begun:
             found.append(silent.since)
         return min(found) if found else None
+
+
+#: statuses of an S3 error that S3 asks clients to try again (500 InternalError, 503
+#: SlowDown or ServiceUnavailable, and a gateway's 502 and 504). botocore would; ddr keeps
+#: botocore to one attempt (the tries are s3fs's, bounded here), and s3fs tries none of them
+#: again: one such answer, which S3 gives now and then, would end a run
+TRANSIENT_STATUSES = frozenset({500, 502, 503, 504})
+
+
+class _Transient(HTTPClientError):
+    """A server error to try again, as an error s3fs tries again; ``error`` (the server's
+    answer) is what is raised when no try is left."""
+
+    def __init__(self, error: ClientError) -> None:
+        super().__init__(error=error)
+        self.error = error
+
+
+def _result(task: asyncio.Future) -> Any:
+    try:
+        return task.result()
+    except ClientError as exc:
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if status in TRANSIENT_STATUSES:
+            raise _Transient(exc) from exc
+        raise
 
 
 def _body_size(body: Any) -> int:
