@@ -159,7 +159,10 @@ def check_worker_memory(plan: Plan, client: Any) -> None:
                         "ddr's task modules adds, measured in a fresh process"
                     )
                     _check(replace(w, baseline=w.baseline + start.imports), task, said, warn=False)
-        workers = worker_memory(client) if task is not None else []
+        workers = []
+        if task is not None:  # measured again after the imports, unless every worker had them
+            imported = all(w.imported for w in bare)
+            workers = bare if imported else worker_memory(client)
     except ClusterError as exc:  # a worker died while it was measured
         raise RunError(str(exc)) from None
     for w in workers:

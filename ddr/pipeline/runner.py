@@ -223,7 +223,9 @@ class _Runner(ReadCounting, OutputWriter):
         what = ", ".join(phase.steps) or f"{len(phase.outputs)} output(s)"
         logger.debug("phase %d of %d (%s): %s", index, len(self.plan.phases), phase.kind, what)
         self._reads = list(phase.reads)
-        before = self._counts() if phase.kind != "lazy" else {}
+        # each snapshot of the read counters is a round trip to the scheduler: a stream phase
+        # counts its own, and a snapshot taken with nothing run since is reused
+        before = self._counts() if phase.kind not in ("lazy", "stream") else {}
         start = time.perf_counter()
         if phase.kind == "lazy":
             for sid in phase.steps:
@@ -237,8 +239,10 @@ class _Runner(ReadCounting, OutputWriter):
             self._stream(phase.outputs, index)
             return
         seconds = time.perf_counter() - start
+        after: dict[str, int] | None = None
         if phase.kind != "lazy":
-            passes = self._passes(before, self._counts())
+            after = self._counts()
+            passes = self._passes(before, after)
             for sid in phase.steps:
                 res = self.step_results[sid]
                 res.passes = passes
@@ -247,9 +251,10 @@ class _Runner(ReadCounting, OutputWriter):
                     res.seconds = round(seconds, 3)
         for i in phase.outputs:
             # a saved model that keeps lazy training data (an exact KDE) reads it to save it
-            before = self._counts()
+            before = after if after is not None else self._counts()
             self._small_output(self.plan.outputs[i], index)
-            self.output_results[i].passes = self._passes(before, self._counts())
+            after = self._counts()
+            self.output_results[i].passes = self._passes(before, after)
 
     def _lazy_step(self, sid: str, index: int) -> None:
         import ddr
