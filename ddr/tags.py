@@ -306,6 +306,10 @@ class FitTags:
         Parameters whose value ``fit`` decides from the data's shape (an ``"auto"``
         resolved), as ``{name: value}``: a search fixes them from the whole data before
         fitting subsets of its rows, so that every fold gets the same kind of fit.
+    passes_note : str or None, default None
+        For a fit whose passes are decided while it runs (``passes`` gives None): what is
+        known of them beforehand, e.g. ``"2 for the start, then one per EM iteration (at
+        most 100)"``; ``ddr plan`` prints it.
     """
 
     passes: ShapeRule = UNDECLARED
@@ -316,6 +320,7 @@ class FitTags:
     keeps_data: ShapeRule = never
     searchable: ShapeRule = never
     decided_params: Callable[[Any, Any], dict[str, Any]] = no_decided_params
+    passes_note: str | None = None
 
 
 @dataclasses.dataclass(slots=True)

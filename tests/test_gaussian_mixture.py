@@ -177,6 +177,58 @@ def test_as_high_as_the_best_of_many_scikit_learn_starts():
     assert ours.score(X) >= sk.score(X) - 1e-7 * abs(sk.score(X))
 
 
+def _overlapping_clusters():
+    """Three overlapping 2-D clusters of 200 rows sharing one covariance."""
+    rng = np.random.default_rng(0)
+    centres = np.array([[-1.5, 0.0], [1.5, 0.0], [0.0, 2.5]])
+    cov = np.array([[1.0, 0.3], [0.3, 0.8]])
+    return np.concatenate([rng.multivariate_normal(c, cov, 200) for c in centres])
+
+
+def test_a_plateau_is_crossed_to_the_maximum(monkeypatch):
+    """Tied covariances, two components started 2e-4 apart at one place (a symmetric start):
+    EM first nears the saddle where the two are one, its gains falling below tol |L|, then
+    leaves it. The rule on the progress points alone (ddr.em before the plain steps' rates)
+    stopped on that plateau 55 nats short; the fit at the default tol reaches the maximum of
+    the best of 5 scikit-learn runs to tol=1e-12, within 1e-8 relative."""
+    from ddr.em import _remaining
+
+    X = _overlapping_clusters()
+    states = []
+    real = gm_module.fit_em
+
+    def recording(*args, **kwargs):
+        states.append(real(*args, **kwargs))
+        return states[-1]
+
+    monkeypatch.setattr(gm_module, "fit_em", recording)
+    means = np.array([[1e-4, 0.5], [-1e-4, 0.5], [0.0, 2.0]])
+    ours = ddr.GaussianMixture(
+        3, covariance_type="tied", weights_init=np.full(3, 1 / 3), means_init=means,
+        precisions_init=np.linalg.inv(np.cov(X.T)),
+    ).fit(X)  # fmt: skip
+    assert ours.converged_ and ours.tol == 1e-6
+    loglik = ours.score(X) * X.shape[0]
+    # the plateau: where the rule on the progress points alone stops
+    points = states[0].cycle.points
+    stop = next(
+        j
+        for j in range(2, len(points))
+        if 0 < points[j] - points[j - 1] <= 1e-6 * abs(points[j])
+        and _remaining(points[: j + 1]) <= 1e-6 * abs(points[j])
+    )
+    assert points[stop] < loglik - 50.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        best = max(
+            SkGM(3, covariance_type="tied", tol=1e-12, max_iter=20_000, random_state=s)
+            .fit(X)
+            .score(X)
+            for s in range(5)
+        ) * X.shape[0]  # fmt: skip
+    assert abs(loglik - best) <= 1e-8 * abs(best)
+
+
 def test_n_init_keeps_the_best_start(monkeypatch):
     """Every start's EM is run; the one with the highest log-likelihood is kept; the sample
     of the starts is drawn once (one pass) and shared."""
@@ -292,22 +344,61 @@ def test_float32_input_is_fitted_in_float64():
 
 @pytest.mark.parametrize("init_params", ["kmeans", "k-means++", "random", "random_from_data"])
 def test_one_pass_per_em_iteration(init_params):
-    """Counted: the starts' passes (the sample: one; k-means: its Lloyd iterations and one
-    pass of its clusters' sums), then one pass per EM iteration; given all of weights, means
-    and precisions, EM's passes only."""
+    """Counted: the starts' passes (the sample: one; k-means: one more, of every row's
+    cluster at the sample's k-means centres), then one pass per EM iteration; given all of
+    weights, means and precisions, EM's passes only."""
     X = _mixture(n=1200, seed=8)
     arr, counter = counting_dask_array(X, chunks=(300, -1))
     with dask.config.set(scheduler="sync"):
         gm = ddr.GaussianMixture(K, init_params=init_params, random_state=0).fit(arr)
     assert counter.passes == gm.n_passes_
-    if init_params != "kmeans":
-        assert gm.n_passes_ == 1 + gm.n_iter_
-    else:
-        assert gm.n_passes_ > 2 + gm.n_iter_
+    assert gm.n_passes_ == (2 if init_params == "kmeans" else 1) + gm.n_iter_
     arr, counter = counting_dask_array(X, chunks=(300, -1))
     with dask.config.set(scheduler="sync"):
         given = _ours(arr, "full", _start(X, "full"), 7, tol=0)
     assert counter.passes == given.n_passes_ == given.n_iter_ == 7
+
+
+@pytest.mark.parametrize("ct", CTS)
+def test_the_kmeans_start_is_the_m_step_of_a_k_means_labelling_of_all_rows(ct, monkeypatch):
+    """init_params="kmeans": the sample's k-means centres (here given), every row labelled
+    with its nearest centre in one pass, and the components start as scikit-learn's
+    ``_initialize`` makes them from those one-hot responsibilities: the first iteration is
+    scikit-learn's from that start."""
+    from sklearn.metrics import pairwise_distances_argmin
+    from sklearn.mixture._gaussian_mixture import _estimate_gaussian_parameters
+
+    X = _mixture(n=5000, seed=6)
+    centres = X[[1, 2, 3]] + 0.25
+    monkeypatch.setattr(gm_module, "best_sample_centres", lambda *args: centres)
+    resp = np.eye(K)[pairwise_distances_argmin(X, centres)]
+    w, m, cov = _estimate_gaussian_parameters(X, resp, 1e-6, ct)
+    prec = {"full": lambda c: np.linalg.inv(c), "tied": np.linalg.inv}.get(ct, lambda c: 1 / c)
+    start = (w / X.shape[0], m, prec(cov))
+    for it in (1, 2):  # (SQUAREM's iterates are not scikit-learn's after the second)
+        sk = _sklearn(X, ct, start, it, tol=0)
+        arr, counter = counting_dask_array(X, chunks=(1200, -1))
+        with dask.config.set(scheduler="sync"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            ours = ddr.GaussianMixture(K, covariance_type=ct, max_iter=it, tol=0).fit(arr)
+        _assert_same_model(ours, sk, rtol=1e-10)
+        assert ours.lower_bound_ == pytest.approx(sk.lower_bound_, rel=1e-12)
+        assert counter.passes == ours.n_passes_ == 2 + it  # the sample, the labels, EM
+
+
+def test_the_sample_k_means_keeps_its_lowest_inertia_run():
+    from ddr.clustering.kmeans import best_sample_centres, initial_centres
+
+    X = _mixture(n=900, seed=9)
+    got = best_sample_centres(X, 5, np.random.RandomState(3), 3)
+    rng = np.random.RandomState(3)
+    runs = [initial_centres(X, 5, "k-means++", rng) for _ in range(3)]
+
+    def inertia(c):
+        return float(((X[:, None, :] - c[None]) ** 2).sum(axis=2).min(axis=1).sum())
+
+    assert inertia(got) == pytest.approx(min(inertia(c) for c in runs), rel=1e-12)
+    assert any(np.array_equal(got, c) for c in runs)
 
 
 # --------------------------------------------------------------------- refusals
@@ -481,3 +572,41 @@ def test_bic_plot_is_checked_before_any_data_is_read(tmp_path, monkeypatch):
         path.write_text(head + outputs)
         with pytest.raises(PipelineError, match=message):
             plan_pipeline(path)
+
+
+def test_the_plan_states_the_passes_known_before_the_fit(tmp_path, monkeypatch):
+    """`ddr plan` says what it knows of a fit's passes: the start's, and one per EM
+    iteration up to max_iter (what the run counts is decided as it converges)."""
+    from ddr.demo import DemoSpec, write_demo_data
+    from ddr.pipeline import plan_pipeline
+    from ddr.pipeline.plan import format_plan
+
+    monkeypatch.chdir(tmp_path)
+    write_demo_data(tmp_path / "d.zarr", DemoSpec(300, 3, 2, 3, 100))
+    steps = {
+        "gm": "{n_components: 2}",
+        "gm_pp": "{n_components: 2, init_params: k-means++, n_init: 3, max_iter: 50}",
+        "km": None,
+    }
+    text = "ddr: 1\nname: p\ninputs:\n  X: {path: d.zarr, array: X}\nsteps:\n"
+    for name, params in steps.items():
+        op = "KMeans.fit" if params is None else "GaussianMixture.fit"
+        text += f"  {name}: {{op: {op}, inputs: {{X: X}}, with: {params or '{n_clusters: 2}'}}}\n"
+    text += "outputs:\n" + "".join(
+        f"  - {{kind: model, from: {name}, path: {name}.model.zarr}}\n" for name in steps
+    )
+    (tmp_path / "p.yaml").write_text(text)
+    text = format_plan(plan_pipeline(tmp_path / "p.yaml"))
+    for fact in (
+        "(passes decided at run time: 1 for a sample of rows and 1 for its k-means labels, "
+        "then one per EM iteration, at most 100)",
+        "(passes decided at run time: 1 for a sample of rows, then one per EM iteration, at "
+        "most 50 per start (3 starts))",
+        "(passes decided at run time: 1 for a sample, then per start one per Lloyd iteration "
+        "(at most 300) and one at its final centres unless they are a fixed point)",
+    ):
+        assert fact in text
+    given = ddr.GaussianMixture(2, weights_init=[0.5, 0.5], means_init=[[0], [1]],
+                                precisions_init=[[[1.0]], [[1.0]]])  # fmt: skip
+    tags = ddr.tags.get_ddr_tags(given)
+    assert tags.fit.passes_note == "no pass for the start, then one per EM iteration, at most 100"

@@ -21,7 +21,13 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ddr.base import FEATURE, DDRMixin, fit_context, map_rows
-from ddr.clustering._init import default_init_size, draw_sample, initial_centres, row_ids
+from ddr.clustering._init import (
+    best_sample_centres,
+    default_init_size,
+    draw_sample,
+    initial_centres,
+    row_ids,
+)
 from ddr.clustering.lloyd import LloydRun, lloyd, lloyd_update, ship
 from ddr.families import FitThenTransform
 from ddr.stats import KMeansSums, RowSample, compute
@@ -36,6 +42,7 @@ from ddr.tags import DDRTags, unknown_passes
 __all__ = [
     "KMeans",
     "LloydRun",
+    "best_sample_centres",
     "default_init_size",
     "draw_sample",
     "initial_centres",
@@ -212,6 +219,11 @@ default="k-means++"
     def __ddr_tags__(self) -> DDRTags:
         tags = super().__ddr_tags__()
         tags.fit.passes = unknown_passes  # Lloyd's iterations run until a fixed point
+        sample = "no pass for the start" if not isinstance(self.init, str) else "1 for a sample"
+        tags.fit.passes_note = (
+            f"{sample}, then per start one per Lloyd iteration (at most {self.max_iter}) and "
+            "one at its final centres unless they are a fixed point"
+        )
         tags.fit.statistics = self._widest_pass
         assert tags.transformer is not None
         tags.transformer.width = _n_clusters_width(self.n_clusters)

@@ -15,8 +15,12 @@ problem with SQUAREM's coordinates in ``_gaussian_em``.
 
 Starts (``init_params``), as scikit-learn's, on one pass or none beyond k-means:
 
-- ``"kmeans"``: :class:`ddr.KMeans` (one initialisation, the same seed), then one pass of
-  its labels' counts, means and scatters: the components start as its clusters;
+- ``"kmeans"``: k-means of a uniform sample of rows (the one pass for the sample: three runs
+  of k-means++ and Lloyd's iterations to a fixed point, in memory, the lowest inertia
+  kept), then one pass of every row's cluster at those centres and the clusters' counts,
+  means and scatters: the components start as the clusters of a k-means labelling of all
+  rows (scikit-learn's start, whose k-means runs Lloyd over all rows: 20 to 110 passes on
+  the demo data, for no higher final log-likelihood; ``benchmarks/results/clustering.md``);
 - ``"k-means++"``: k-means++ on a uniform sample of rows (one pass for the sample); each
   component starts on one chosen row with covariance ``reg_covar`` (scikit-learn's
   one-row responsibilities), so its first E-step is a nearest-row assignment;
@@ -40,7 +44,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ddr.base import FEATURE, DDRMixin, fit_context, map_rows
-from ddr.clustering.kmeans import default_init_size, draw_sample, initial_centres, lloyd
+from ddr.clustering.kmeans import best_sample_centres, default_init_size, draw_sample
+from ddr.clustering.lloyd import ship
 from ddr.em import EMState, fit_em
 from ddr.families import LogLikelihoodScore
 from ddr.mixture._gaussian_em import MixtureEM, MixtureModel
@@ -57,7 +62,7 @@ from ddr.mixture._gaussian_math import (
     score_block,
     weighted_sums,
 )
-from ddr.stats import GaussianMixtureSums
+from ddr.stats import GaussianMixtureSums, KMeansSums, compute
 from ddr.stats._input import Rows
 from ddr.stats.mixture_sums import COVARIANCE_TYPES, GaussianMixtureParams
 from ddr.tags import DDRTags, unknown_passes
@@ -65,6 +70,10 @@ from ddr.tags import DDRTags, unknown_passes
 __all__ = ["GaussianMixture", "MixtureShape", "m_step", "precision_cholesky"]
 
 logger = logging.getLogger(__name__)
+
+#: k-means runs on the sample for ``init_params="kmeans"``, the one of lowest inertia kept
+#: (in memory: no pass; one run lands in a poor local optimum far more often)
+_KMEANS_STARTS = 3
 
 #: the dims of ``covariances_`` per covariance type (scikit-learn's shapes), for as_xarray
 _COVARIANCE_DIMS: dict[str, tuple[str, ...]] = {
@@ -114,9 +123,10 @@ class GaussianMixture(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator)
     n_init : int, default=1
         Initialisations; the fit with the highest log-likelihood is kept.
     init_params : {"kmeans", "k-means++", "random", "random_from_data"}, default="kmeans"
-        The start (see the user guide's Gaussian mixtures): k-means' clusters (its passes
-        and one more), k-means++ rows of a sample, rows of a sample, or random
-        responsibilities of a sample's rows (one pass for the sample).
+        The start (see the user guide's Gaussian mixtures): the clusters of every row at the
+        k-means centres of a sample (two passes: the sample, the labels), k-means++ rows of
+        a sample, rows of a sample, or random responsibilities of a sample's rows (one pass
+        for the sample).
     weights_init : array-like of shape (n_components,), default=None
     means_init : array-like of shape (n_components, n_features), default=None
     precisions_init : array-like, default=None
@@ -211,6 +221,7 @@ class GaussianMixture(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator)
     def __ddr_tags__(self) -> DDRTags:
         tags = super().__ddr_tags__()
         tags.fit.passes = unknown_passes  # EM runs until it converges
+        tags.fit.passes_note = self._passes_note()
         tags.fit.statistics = self._widest_pass
         tags.translation_invariant = "predict_proba"
         tags.loglik_attribute = "lower_bounds_"
@@ -222,6 +233,20 @@ class GaussianMixture(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator)
         tags.xarray_units = {"means_": 1, "weights_": 0, "covariances_": 2}
         tags.checks.params = {"n_components": 2, "random_state": 0}
         return tags
+
+    def _passes_note(self) -> str:
+        """The passes known before the fit: the start's, and EM's at most."""
+        given = all(v is not None for v in (self.weights_init, self.means_init,
+                                             self.precisions_init))  # fmt: skip
+        n_init = 1 if self.warm_start else self.n_init
+        per = "" if n_init == 1 else f" per start ({n_init} starts)"
+        em = f"one per EM iteration, at most {self.max_iter}{per}"
+        if given:
+            return f"no pass for the start, then {em}"
+        if self.init_params == "kmeans":
+            labels = "1 per start" if n_init != 1 else "1"
+            return f"1 for a sample of rows and {labels} for its k-means labels, then {em}"
+        return f"1 for a sample of rows, then {em}"
 
     def _widest_pass(self, n_features: int) -> list[tuple[Any, int]]:
         k = int(self.n_components) if isinstance(self.n_components, Integral) else 1
@@ -305,22 +330,16 @@ class GaussianMixture(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator)
         n, d = rows.shape
         rows_ = sample.rows
         if self.init_params == "kmeans":
-            centres = initial_centres(rows_, k, "k-means++", rng)
-            run = lloyd(
-                rows.data,
-                centres,
-                tol=1e-4,
-                max_iter=300,
-                lazy=rows.is_lazy,
-                what="GaussianMixture (start: KMeans, Lloyd)",
-                owner="GaussianMixture (its k-means start)",
-                scatter="full" if ct in ("full", "tied") else "diag",
-                stacklevel=4,
-            )
-            stat = run.stat
+            # k-means of the sample (in memory), then one pass: every row's cluster at those
+            # centres, and the clusters' counts, means and scatters (a k-means labelling's
+            # one-hot responsibilities, scikit-learn's start)
+            centres = best_sample_centres(rows_, k, rng, _KMEANS_STARTS)
+            scatter_kind = "full" if ct in ("full", "tied") else "diag"
+            spec = KMeansSums.spec(centres=ship(centres, rows.is_lazy), scatter=scatter_kind)
+            stat = compute(spec, rows.data)
             scatter = stat.scatter.sum(axis=0)[None] if ct == "tied" else stat.scatter
             _, m, cov = m_step(stat.counts, stat.means, scatter, ct, self.reg_covar)
-            return (stat.counts + EPS10) / n, m, cov, run.passes
+            return (stat.counts + EPS10) / n, m, cov, 1
         if self.init_params == "random":
             resp = rng.uniform(size=(rows_.shape[0], k))
             resp /= resp.sum(axis=1, keepdims=True)

@@ -24,6 +24,7 @@ from ddr.pipeline.run_files import RunFile
 from ddr.pipeline.spec_types import InputSpec, PipelineSpec, StepSpec, split_ref
 from ddr.pipeline.summary import _rel
 from ddr.pipeline.update_types import format_update, update_dict
+from ddr.tags import get_ddr_tags
 
 __all__ = [
     "InputPlan",
@@ -417,8 +418,18 @@ def _step_line(step: StepPlan) -> str:
         elif step.passes:
             passes = f"  ({step.passes} passes)"
         else:
-            passes = "  (passes decided at run time)"
+            note = _passes_note(step)
+            passes = f"  (passes decided at run time{': ' + note if note else ''})"
     return f"{step.op.name}({args}){' with ' + params if params else ''}{passes}{state}"
+
+
+def _passes_note(step: StepPlan) -> str | None:
+    """What the estimator knows beforehand of passes decided while it fits (its tags'
+    ``fit.passes_note``), or None."""
+    try:
+        return get_ddr_tags(step.op.cls, **step.spec.with_).fit.passes_note
+    except Exception:  # parameters the estimator refuses are reported elsewhere
+        return None
 
 
 def plan_dict(plan: Plan) -> dict[str, Any]:
