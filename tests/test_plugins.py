@@ -197,7 +197,8 @@ def test_ops_lists_the_plugin_estimator_and_statistic(site, work):
     assert "MaxAbsScaler.fit_transform(X, y?, sample_weight?) -> data, model" in lines
     assert "MaxAbsScaler.inverse_transform(model, X) -> data" in lines
     assert "extrema(X, sample_weight?) -> statistic" in lines
-    assert "PCA.fit(X, y?, sample_weight?, feature_weights?) -> model" in lines  # ddr's own PCA, not ddr-faulty's
+    # ddr's own PCA, not ddr-faulty's
+    assert "PCA.fit(X, y?, sample_weight?, feature_weights?) -> model" in lines
     assert not any(line.startswith(("Untagged.", "Missing.", "notastat")) for line in lines)
     _faults_logged(done.stderr, ("ddr.estimators", "ddr.statistics"))
 

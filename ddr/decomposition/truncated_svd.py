@@ -43,8 +43,8 @@ from ddr.linalg.randomized import (
     single_pass_eigh,
 )
 from ddr.stats._checks import check_weights
-from ddr.stats._tiled import centred_product
 from ddr.stats._input import Rows, align_to_rows, is_dask
+from ddr.stats._tiled import centred_product
 from ddr.tags import DDRTags, rank_limit
 
 __all__ = ["TruncatedSVD"]
