@@ -287,6 +287,52 @@ def test_squarem_over_the_data_saves_passes_and_keeps_the_likelihood_monotone(rn
     np.testing.assert_array_equal(rest.params.means, whole.params.means)
 
 
+def test_the_plain_steps_rates_see_a_plateau_the_points_do_not():
+    """The remainder of ddr.em's rule on a plateau's shape: the progress between points falls
+    geometrically (rate 0.1 a point: the points alone say nothing is left), while the plain
+    step from each point gains as much as from the one before (rate 1: a saddle's way out)
+    or more; on plain steps that shrink with the points, the same as the points alone."""
+    from ddr.em import _remaining
+
+    points = tuple(-1000.0 + 10.0 * (1 - 0.1**j) / 0.9 for j in range(7))
+    last = points[-1] - points[-2]
+    assert _remaining(points) == pytest.approx(last * 0.1 / 0.9, rel=1e-6)  # geometric
+    assert _remaining(points, (0.01,) * 7) == np.inf
+    assert _remaining(points, tuple(0.01 * 1.5**j for j in range(7))) == np.inf
+    shrinking = tuple(5.0 * 0.1**j for j in range(7))
+    assert _remaining(points, shrinking) == pytest.approx(_remaining(points), rel=1e-12)
+
+
+class CountingDown(Mixture):
+    """A problem with its own stopping rule: met at the third M-step."""
+
+    stopping_rule = "three M-steps"
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def stopping(self, params, new, stat) -> tuple[bool, str]:
+        self.steps += 1
+        return self.steps >= 3, f"{self.steps} of 3 M-steps"
+
+
+def test_a_problems_own_stopping_rule_replaces_the_likelihoods(rng, caplog):
+    """stopping() decides (the likelihood's rule is not consulted), plain EM, the last
+    M-step is the result, and the progress records and the ConvergenceWarning say where it
+    stands."""
+    caplog.set_level(logging.INFO, logger="ddr")
+    X = mixture_data(rng, n=300)
+    state = fit_em(X, CountingDown(), EMState(START), tol=1e9, max_iter=50, **KW)
+    assert state.converged and state.n_iter == 3
+    plain = fit_em(X, Mixture(), EMState(START), tol=0.0, max_iter=3, accelerate=False, **KW)
+    np.testing.assert_array_equal(state.params.means, plain.params.means)
+    messages = [r.getMessage() for r in caplog.records]
+    assert "until three M-steps" in messages[0]
+    assert any("iteration 3 (" in m and "3 of 3 M-steps" in m for m in messages)
+    with pytest.warns(ConvergenceWarning, match=r"max_iter=2 iterations \(2 of 3 M-steps, "):
+        fit_em(X, CountingDown(), EMState(START), tol=0.0, max_iter=2, **KW)
+
+
 # ------------------------------------------------------------- resuming a saved PPCA fit
 def test_ppca_resumes_from_a_saved_model(rng, tmp_path):
     """A fit stopped by max_iter, saved and loaded, continues with warm_start=True: its trace
