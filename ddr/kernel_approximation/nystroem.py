@@ -79,7 +79,7 @@ callable, default="rbf"
     ``fit`` reads only the landmark rows (for dask input only the chunks that hold them: at
     most one pass); ``transform`` is blockwise and lazy for dask input: the kernel as one
     GEMM and an elementwise map, then the product with ``normalization_``, a cache-sized tile
-    of rows at a time (:mod:`ddr.kernel_approximation._features`). Float32 rows give float32
+    of rows at a time (``ddr.kernel_approximation._features``). Float32 rows give float32
     features (as scikit-learn's), computed in float32 for the rbf kernel (errors against the
     float64 features of the same rows about those of scikit-learn's float32 features) and in
     float64 for the others. Where scikit-learn
@@ -208,7 +208,7 @@ callable, default="rbf"
     # ---------------------------------------------------------------- transform
     def _projection(self, rows: Rows) -> Blockwise:
         """The features ``k(X, components_) @ normalization_.T``, in float32 for float32 rows
-        (:mod:`ddr.kernel_approximation._features`)."""
+        (``ddr.kernel_approximation._features``)."""
         spec = self._kernel(self.n_features_in_, self.gamma_)
         fmap = feature_map(self.components_, self.normalization_, spec, rows.data.dtype)
         return Blockwise(
