@@ -7,17 +7,22 @@ CSR read floor (dask's sum of ``data``, ``indices``, ``indptr``), ddr's CSR read
 TruncatedSVD (k=10, n_iter=5: 6 passes), each round in that order (``--rounds``, default 2),
 PLSA (3 EM iterations, one pass each) beside a floor run, PLSA's folding-in of 10 000
 documents per worker, and scikit-learn's in-memory randomized TruncatedSVD (one process).
-``--svd-only`` stops after the rounds (the TruncatedSVD rows alone). ``--chunk-rows`` sets the
-reader's rows per block (default: ``ddr.io.open_csr``'s, about 8 Mi stored values a block).
+Each round also gives the workers' CPU seconds (``psutil``) of the reader's pass and of a
+TruncatedSVD pass over those of the floor. ``--svd-only`` stops after the rounds (the
+TruncatedSVD rows alone). ``--chunk-rows`` sets the reader's rows per block (default:
+``ddr.io.open_csr``'s, about 8 Mi stored values a block).
 Prints one line per measurement (``benchmarks/results/sparse-at-scale.md`` keeps the runs)."""
 
 import argparse
+import os
 import time
 import warnings
+from typing import Any
 
 import dask
 import dask.array as da
 import numpy as np
+import psutil
 import zarr
 from distributed import Client, LocalCluster
 from sklearn.exceptions import ConvergenceWarning
@@ -26,6 +31,11 @@ import ddr
 from ddr.demo_counts import CountsSpec, write_counts_data
 
 PLSA_ITER = 3
+
+
+def _cpu(procs: list[psutil.Process]) -> float:
+    """User and system CPU seconds of ``procs`` so far."""
+    return sum(sum(p.cpu_times()[:2]) for p in procs)
 
 
 def main() -> None:
@@ -53,35 +63,41 @@ def main() -> None:
         LocalCluster(
             n_workers=workers, threads_per_worker=1, memory_limit="7GiB", dashboard_address=None
         ) as cluster,
-        Client(cluster),
+        Client(cluster) as client,
     ):
         arrays = [da.from_zarr(g[k]) for k in ("data", "indices", "indptr")]
         X = ddr.io.open_csr(path, "X", chunk_rows=args.chunk_rows)
 
-        def floor() -> float:
-            t0 = time.perf_counter()
-            dask.compute(*[a.sum() for a in arrays])
-            return time.perf_counter() - t0
+        # the workers' CPU seconds beside the wall clock: on a loaded machine the wall clock
+        # of one run moves 2-3x between rounds, the CPU a pass costs much less
+        procs = [psutil.Process(pid) for pid in client.run(os.getpid).values()]
 
+        def timed(fn: Any) -> tuple[float, float]:
+            c0, t0 = _cpu(procs), time.perf_counter()
+            fn()
+            return time.perf_counter() - t0, _cpu(procs) - c0
+
+        def floor() -> float:
+            return timed(lambda: dask.compute(*[a.sum() for a in arrays]))[0]
+
+        count = X.map_blocks(
+            lambda b: np.array([[b.nnz]]),
+            chunks=((1,) * len(X.chunks[0]), (1,)),
+            dtype=np.int64,
+            meta=np.empty((0, 0), np.int64),
+        ).sum()
         floor()
         print(f"{len(X.chunks[0])} row blocks of {X.chunks[0][0]} documents", flush=True)
         for _ in range(args.rounds):
-            f = floor()
-            t0 = time.perf_counter()
-            X.map_blocks(
-                lambda b: np.array([[b.nnz]]),
-                chunks=((1,) * len(X.chunks[0]), (1,)),
-                dtype=np.int64,
-                meta=np.empty((0, 0), np.int64),
-            ).sum().compute()
-            r = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            svd = ddr.TruncatedSVD(10, n_iter=5, random_state=0).fit(X)
-            s = time.perf_counter() - t0
+            f, fc = timed(lambda: dask.compute(*[a.sum() for a in arrays]))
+            r, rc = timed(count.compute)
+            svd = ddr.TruncatedSVD(10, n_iter=5, random_state=0)
+            s, sc = timed(lambda est=svd: est.fit(X))
             print(
                 f"{workers} workers: floor {f:.2f} s; ddr CSR reader pass {r:.2f} s (x{r / f:.2f});"
                 f" TruncatedSVD n_iter=5 {s:.2f} s, {s / 6:.2f} s a pass (x{s / 6 / f:.2f} of the"
-                f" floor)",
+                f" floor). Workers' CPU: floor {fc:.2f} s, reader x{rc / fc:.2f}, TruncatedSVD"
+                f" {sc / 6:.2f} s a pass (x{sc / 6 / fc:.2f})",
                 flush=True,
             )
         if args.svd_only:
