@@ -1,9 +1,10 @@
 """Two ``ddr run`` processes on the same outputs, on local files and on S3 (moto's server):
-run A (slowed: every chunk read takes a second longer) holds its outputs; run B is refused
-while A is alive, naming A's run, host and pid; A is paused (SIGSTOP), its claims go stale
-and B (``--wait``) takes them over and writes its own outputs; A, resumed, can neither write
-a chunk nor mark an output complete, and fails. The outputs end complete and wholly B's: no
-output ever mixes the two runs. Claims are released on success, failure and Ctrl-C.
+run A (held in the middle of its scores pass: tests/worker_delay.py) holds its outputs;
+run B is refused while A is alive, naming A's run, host and pid; A is paused (SIGSTOP), its
+claims go stale and B (``--wait``) takes them over and writes its own outputs; A, resumed,
+can neither write a chunk nor mark an output complete, and fails. The outputs end complete
+and wholly B's: no output ever mixes the two runs. Claims are released on success, failure
+and Ctrl-C.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ outputs:
 run: {claim_timeout: 4s}
 """
 
-#: ``ddr`` with every chunk read slowed by DDR_TEST_CHUNK_DELAY (tests/worker_delay.py)
+#: ``ddr`` whose chunk reads can be held back at a gate (tests/worker_delay.py)
 SLOW_DDR = f"""\
 import sys
 sys.path.insert(0, {str(TESTS)!r})
@@ -74,17 +75,33 @@ def here(request, data, tmp_path, monkeypatch):
     (tmp_path / "slow_ddr.py").write_text(SLOW_DDR)
     monkeypatch.chdir(tmp_path)
     out = "out" if request.param == "local" else request.getfixturevalue("s3").url("out")
-    return tmp_path, out
+    yield tmp_path, out
+    for proc in _started.pop(tmp_path, []):  # a run a failed test left held or paused
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
 
 
-def _ddr(here: Path, args: list[str], name: str, delay: float = 0.0) -> subprocess.Popen:
-    env = {**os.environ, "DDR_TEST_CHUNK_DELAY": str(delay), "COLUMNS": "200"}
+#: the runs each test started, by its folder
+_started: dict[Path, list[subprocess.Popen]] = {}
+
+
+def _ddr(
+    here: Path, args: list[str], name: str, gate: Path | None = None, free: int = 0
+) -> subprocess.Popen:
+    """``ddr run`` of the pipeline, its reads after the first ``free`` held until ``gate``
+    exists (``gate=None``: not held)."""
+    env = {**os.environ, "COLUMNS": "200"}
+    if gate is not None:
+        env |= {"DDR_TEST_CHUNK_GATE": str(gate), "DDR_TEST_CHUNK_FREE": str(free)}
     with open(here / f"{name}.out", "w") as out, open(here / f"{name}.err", "w") as err:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, str(here / "slow_ddr.py"), "run", "claimed.yaml", "--cluster",
              "sync", "--no-progress", *args],
             cwd=here, stdout=out, stderr=err, env=env, preexec_fn=_default_sigint,
         )  # fmt: skip
+    _started.setdefault(here, []).append(proc)
+    return proc
 
 
 def _default_sigint() -> None:
@@ -145,9 +162,10 @@ def test_a_paused_run_taken_over_never_mixes_outputs(here):
     # what run B writes when nobody is in its way
     ref = _ddr(here, ["--set", "data=b.zarr", "--set", "out=ref"], "ref")
     assert ref.wait(timeout=300) == 0, _err(here, "ref")
-    # run A: slowed (3 s a chunk: a loaded machine may not run this test's process for
-    # seconds, and A must still be writing when it is paused), holds its outputs meanwhile
-    a = _ddr(here, ["--set", f"out={out}"], "a", delay=3.0)
+    # run A: fits (6 chunks), writes its first chunk of scores, and is held at its next
+    # read until the gate opens, holding its outputs meanwhile
+    gate = here / "gate"
+    a = _ddr(here, ["--set", f"out={out}"], "a", gate=gate, free=7)
     try:
         claim = resolve(out).joinpath("scores.zarr" + CLAIM_SUFFIX)
         _wait_for(claim.exists, 120, "run A to claim its outputs", a, here)
@@ -186,6 +204,7 @@ def test_a_paused_run_taken_over_never_mixes_outputs(here):
         assert time.monotonic() - paused_at >= 4.0  # not before A's claims timed out
         assert written_by_a < 6, "A had written every chunk: no mix was possible"
     finally:
+        gate.touch()
         os.kill(a.pid, signal.SIGCONT)
     # A goes on, and fails without touching B's outputs
     assert a.wait(timeout=300) == 1, _err(here, "a")
@@ -206,13 +225,15 @@ def test_wait_then_resume_keeps_what_the_other_run_completed(here):
     """B (``--wait --resume``) waits for A, then plans again: A's outputs, complete and
     with B's fingerprint, are kept, not rewritten."""
     here, out = here
-    # A is slow enough for B to start (a loaded machine takes seconds to import ddr) and
-    # must still run when B says it waits: otherwise B never waited and the test tests nothing
-    a = _ddr(here, ["--set", f"out={out}"], "a", delay=2.0)
+    # A is held at its first read until B says it waits: otherwise B never waited and the
+    # test tests nothing
+    gate = here / "gate"
+    a = _ddr(here, ["--set", f"out={out}"], "a", gate=gate)
     claim = resolve(out).joinpath("scores.zarr" + CLAIM_SUFFIX)
     _wait_for(claim.exists, 120, "run A to claim its outputs", a, here)
     b = _ddr(here, ["--set", f"out={out}", "--resume", "--wait"], "b")
     _wait_for(lambda: "waiting for run " in _err(here, "b"), 120, "run B to wait for A", a, here)
+    gate.touch()
     assert a.wait(timeout=300) == 0, _err(here, "a")
     assert b.wait(timeout=300) == 0, _err(here, "b")
     said = _err(here, "b")
@@ -229,7 +250,8 @@ def test_claims_are_released_on_failure_and_on_ctrl_c(here):
     assert failing.wait(timeout=300) == 1, _err(here, "fail")
     assert "run failed" in _err(here, "fail")
     assert _claims_left(out) == []
-    slow = _ddr(here, ["--set", f"out={out}"], "int", delay=1.0)
+    # held at its first read, never let go: it is interrupted there
+    slow = _ddr(here, ["--set", f"out={out}"], "int", gate=here / "never")
     claim = resolve(out).joinpath("scores.zarr" + CLAIM_SUFFIX)
     _wait_for(claim.exists, 120, "the run to claim its outputs", slow, here)
     assert slow.poll() is None, "the run ended before it was interrupted: nothing was tested"
