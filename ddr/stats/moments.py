@@ -16,7 +16,7 @@ import dataclasses
 from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
-from scipy.linalg.blas import dgemv, dsyr, dsyrk
+from scipy.linalg.blas import dgemv, dger, dsyr, dsyrk
 from sklearn.utils._param_validation import StrOptions
 
 from ddr.stats._centring import Centring, scratch
@@ -308,7 +308,15 @@ class Moments(Statistic):
         if self.diagonal:
             scatter = self.scatter + other.scatter + cross * delta * delta
         else:
-            scatter = self.scatter + other.scatter + float(cross) * np.outer(delta, delta)
+            # one d x d result, the Chan term added in place by BLAS (DGER of v = sqrt(cross)
+            # delta: v_i v_j is v_j v_i, so the sum stays exactly symmetric, and DGER on the
+            # transposed view of a symmetric matrix is the same update): the sum and
+            # np.outer made four d x d temporaries, half a 5-class ClassMoments merge at
+            # d = 2000 (118 ms against 61 ms)
+            scatter = np.add(self.scatter, other.scatter)
+            if cross > 0:
+                v = np.sqrt(float(cross)) * delta
+                scatter = dger(1.0, v, v, a=scatter.T, overwrite_a=1).T
         count = float(n) if np.ndim(n) == 0 else n
         return type(self)(count, mean, scatter, self.n_rows + other.n_rows)
 
