@@ -7,21 +7,21 @@ centres (8 rows of X), paired with dask's read floor: the cost of an iteration, 
 
 The same number of iterations: "10 Lloyd iterations" start ddr, dask-ml and scikit-learn
 (in memory, on the rows in float64 as ddr computes) from the same 8 rows with `tol=0`, so
-each runs exactly 10 (not the same stopping rule: dask-ml's `tol` bounds the squared shift
-of the centres in data units, scikit-learn's the same relative to the data's variance,
-ddr's the relative decrease of the inertia). The ddr and dask-ml rows are paired with read
-floors (the median of 3 runs, each after a floor of its own); `per_iter_x` is the row's
-seconds per pass over the median of its floors (ddr: 10 passes and one at the final centres;
-dask-ml reads X twice per iteration, its blockwise graph does not share the read between
-the labels and the sums); `rel_sk` is ddr's inertia over scikit-learn's, minus 1.
+each runs exactly 10 (dask-ml's `tol` bounds the squared shift of the centres in data
+units; scikit-learn's, and ddr's, the same relative to the data's mean variance). The ddr
+and dask-ml rows are paired with read floors (the median of 3 runs, each after a floor of
+its own); `per_iter_x` is the row's seconds per pass over the median of its floors (ddr:
+10 passes and one at the final centres; dask-ml reads X twice per iteration, its blockwise
+graph does not share the read between the labels and the sums); `rel_sk` is ddr's inertia
+over scikit-learn's, minus 1.
 
 Where each library's default fit starts ("start", timed alone, with the inertia there): ddr
 draws its sample in one pass and runs k-means++ and Lloyd on it in memory; dask-ml's
 k-means|| prices one row (a pass), then runs round(log(that cost)) oversampling rounds (18
 on S), each reading X twice (the sampling, then the chosen rows). Each library's default to
 convergence ("fit"): ddr k-means++ on a uniform sample of 3 072 rows (one pass) refined by
-Lloyd on the sample in memory, then Lloyd over X to ddr.em's rule at tol=1e-4 (and, to
-compare the time to the same inertia, with tol=0: to a fixed point or max_iter=300);
+Lloyd on the sample in memory, then Lloyd over X to scikit-learn's rule at tol=1e-4 (and,
+to compare the time to the same inertia, with tol=0: to a fixed point or max_iter=300);
 dask-ml k-means|| (as above), then Lloyd to its tol=1e-4 (S only: about 300 iterations of
 two passes here, over 10 minutes); scikit-learn k-means++ on all rows and Lloyd (n_init=1,
 float32 rows as loaded). `inertia` is recomputed from the centres each library returned,
