@@ -142,23 +142,42 @@ def test_exact_gaussian_sums_by_tiles_of_pairs(rng, weighted):
         assert np.isfinite(got).all()
 
 
-def test_binned_lattice_sums_are_computed_once_per_fit(rng, monkeypatch):
-    """The lattice sums (an FFT convolution) of a fitted model are kept for its later
-    calls of score_samples, and made anew for a new fit."""
+def test_binned_lattice_sums_and_points_are_computed_once_per_fit(rng, monkeypatch):
+    """The lattice sums (an FFT convolution) and the non-empty lattice points (the tails'
+    direct sums) of a fitted model are kept for its later calls of score_samples, shipped
+    to every block, and made anew for a new fit; the blocks' log-densities are those of a
+    block that finds the points itself."""
     import ddr.density.kde as kde_module
+    from ddr.density._binned import binned_log_sums
 
-    calls = []
-    real = kde_module.grid_sums
-    monkeypatch.setattr(kde_module, "grid_sums", lambda *a, **k: calls.append(1) or real(*a, **k))
+    calls: dict[str, int] = {"grid_sums": 0, "lattice_tail": 0}
+
+    def counted(name):
+        real = getattr(kde_module, name)
+
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return real(*args, **kwargs)
+
+        return wrapper
+
+    for name in calls:
+        monkeypatch.setattr(kde_module, name, counted(name))
     X = rng.standard_normal((60_000, 2))
+    Q = np.vstack([X[:500], [[9.0, 9.0], [-12.0, 3.0]]])  # two queries in the tails
     kde = ddr.KernelDensity(algorithm="binned").fit(X)
-    first = kde.score_samples(X[:500])
-    np.testing.assert_array_equal(kde.score_samples(X[:500]), first)
-    kde.score_samples(da.from_array(X[:500], chunks=(100, -1))).compute()
-    assert len(calls) == 1
+    first = kde.score_samples(Q)
+    np.testing.assert_array_equal(kde.score_samples(Q), first)
+    lazy = kde.score_samples(da.from_array(Q, chunks=(100, -1))).compute()
+    np.testing.assert_array_equal(lazy, first)
+    assert calls == {"grid_sums": 1, "lattice_tail": 1}
+    H, W, h = kde.histogram_, kde._whitening_, kde.bandwidth_
+    f, _ = kde_module._lattice_sums(H, W, h, kde.kernel)
+    alone = binned_log_sums(Q, H.counts, f, H.origin, H.spacing, W, h, kde.kernel)
+    np.testing.assert_array_equal(alone + kde._log_norm(h), first)
     kde.fit(X[::2])
-    kde.score_samples(X[:500])
-    assert len(calls) == 2
+    kde.score_samples(Q)
+    assert calls == {"grid_sums": 2, "lattice_tail": 2}
 
 
 # ---------------------------------------------------------------------- dask, xarray

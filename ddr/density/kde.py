@@ -38,6 +38,7 @@ from ddr.density._binned import (
     LatticeHistogram,
     binned_log_sums,
     grid_sums,
+    lattice_tail,
     loo_grid_scores,
     self_kernel,
 )
@@ -109,10 +110,16 @@ def binned_block(
     h: float,
     kernel: str,
     log_norm: float,
+    tail_points: np.ndarray | None = None,
+    tail_log_counts: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Binned log-density of a query block, shape (n_queries,)."""
+    """Binned log-density of a query block, shape (n_queries,); ``tail_*`` the lattice's
+    :func:`~ddr.density._binned.lattice_tail` (found per block when None)."""
     Xq = np.asarray(Xq, dtype=np.float64)
-    return binned_log_sums(Xq, counts, f_grid, origin, spacing, W, h, kernel) + log_norm
+    tail = None
+    if tail_points is not None and tail_log_counts is not None:
+        tail = (tail_points, tail_log_counts)
+    return binned_log_sums(Xq, counts, f_grid, origin, spacing, W, h, kernel, tail) + log_norm
 
 
 class KernelDensity(LogLikelihoodScore, DDRMixin, BaseEstimator):
@@ -549,8 +556,9 @@ class KernelDensity(LogLikelihoodScore, DDRMixin, BaseEstimator):
         log_norm = float(self._log_norm(h))
         if self.algorithm_ == "binned":
             H = self.histogram_
-            f = _grid_sums(H, self._whitening_, h, self.kernel)
-            args = (H.counts, f, H.origin, H.spacing, self._whitening_, h, self.kernel, log_norm)
+            f, tail = _lattice_sums(H, self._whitening_, h, self.kernel)
+            args = (H.counts, f, H.origin, H.spacing, self._whitening_, h, self.kernel, log_norm,
+                    *tail)  # fmt: skip
             return map_rows(rows, binned_block, n_out=None, dtype=np.float64, name="kde",
                             args=args, method="KernelDensity.score_samples")  # fmt: skip
         return self._exact_scores(rows, h, log_norm)
@@ -668,22 +676,28 @@ class KernelDensity(LogLikelihoodScore, DDRMixin, BaseEstimator):
 
 
 #: the lattice sums of a fitted histogram at a bandwidth (one FFT convolution of the
-#: lattice: about a second for a 1024 x 1024 lattice), kept while the histogram lives, for
-#: the later calls of score_samples of the same model (a dask graph per call otherwise
-#: waited for it on the client each time)
-_GRID_SUMS: weakref.WeakKeyDictionary[LatticeHistogram, dict[tuple, np.ndarray]] = (
+#: lattice: about a second for a 1024 x 1024 lattice) and its non-empty points (a scan of
+#: the lattice), kept while the histogram lives, for the later calls of score_samples of the
+#: same model: a dask graph per call waited for them on the client, and every block of it
+#: scanned the lattice again
+_LATTICE_SUMS: weakref.WeakKeyDictionary[LatticeHistogram, dict[tuple, Any]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def _grid_sums(H: LatticeHistogram, W: np.ndarray, h: float, kernel: str) -> np.ndarray:
-    """:func:`~ddr.density._binned.grid_sums` of ``H``, computed once per bandwidth, kernel
-    and whitening."""
-    sums = _GRID_SUMS.setdefault(H, {})
+def _lattice_sums(
+    H: LatticeHistogram, W: np.ndarray, h: float, kernel: str
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """:func:`~ddr.density._binned.grid_sums` and :func:`~ddr.density._binned.lattice_tail`
+    of ``H``, computed once per bandwidth, kernel and whitening."""
+    cached = _LATTICE_SUMS.setdefault(H, {})
     key = (float(h), kernel, np.asarray(W, dtype=np.float64).tobytes())
-    if key not in sums:
-        sums[key] = grid_sums(H.counts, H.spacing, W, h, kernel)
-    return sums[key]
+    if key not in cached:
+        cached[key] = (
+            grid_sums(H.counts, H.spacing, W, h, kernel),
+            lattice_tail(H.counts, H.origin, H.spacing, W),
+        )
+    return cached[key]
 
 
 def _exact_block_shared(Xq, ref, center, W, h, kernel, log_norm):
