@@ -19,6 +19,7 @@ from sklearn.mixture import GaussianMixture as SkGM
 from sklearn.utils._param_validation import InvalidParameterError
 
 import ddr
+import ddr.mixture._gaussian_starts as starts_module
 import ddr.mixture.gaussian_mixture as gm_module
 from ddr.testing import counting_dask_array
 
@@ -370,7 +371,7 @@ def test_the_kmeans_start_is_the_m_step_of_a_k_means_labelling_of_all_rows(ct, m
 
     X = _mixture(n=5000, seed=6)
     centres = X[[1, 2, 3]] + 0.25
-    monkeypatch.setattr(gm_module, "best_sample_centres", lambda *args: centres)
+    monkeypatch.setattr(starts_module, "best_sample_centres", lambda *args: centres)
     resp = np.eye(K)[pairwise_distances_argmin(X, centres)]
     w, m, cov = _estimate_gaussian_parameters(X, resp, 1e-6, ct)
     prec = {"full": lambda c: np.linalg.inv(c), "tied": np.linalg.inv}.get(ct, lambda c: 1 / c)

@@ -11,15 +11,15 @@ every step stays a mixture (log-weights, means in units of the data's spread, an
 log-diagonal and off-diagonal entries of each covariance's Cholesky factor), and never lets
 the log-likelihood fall. This module is the estimator and its starts; the parameters'
 arithmetic (M-step, precisions, the blockwise read-outs) is in ``_gaussian_math``, the EM
-problem with SQUAREM's coordinates in ``_gaussian_em``.
+problem with SQUAREM's coordinates in ``_gaussian_em``, the starts in ``_gaussian_starts``.
 
-Starts (``init_params``), as scikit-learn's, on one pass or none beyond k-means:
+Starts (``init_params``), as scikit-learn's, in one pass (two for ``"kmeans"``) or none:
 
 - ``"kmeans"``: k-means of a uniform sample of rows (the one pass for the sample: three runs
   of k-means++ and Lloyd's iterations to a fixed point, in memory, the lowest inertia
   kept), then one pass of every row's cluster at those centres and the clusters' counts,
   means and scatters: the components start as the clusters of a k-means labelling of all
-  rows (scikit-learn's start, whose k-means runs Lloyd over all rows: 20 to 110 passes on
+  rows (scikit-learn's start, whose k-means runs Lloyd over all rows: 19 to 76 passes on
   the demo data, for no higher final log-likelihood; ``benchmarks/results/clustering.md``);
 - ``"k-means++"``: k-means++ on a uniform sample of rows (one pass for the sample); each
   component starts on one chosen row with covariance ``reg_covar`` (scikit-learn's
@@ -44,13 +44,11 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ddr.base import FEATURE, DDRMixin, fit_context, map_rows
-from ddr.clustering.kmeans import best_sample_centres, default_init_size, draw_sample
-from ddr.clustering.lloyd import ship
+from ddr.clustering.kmeans import default_init_size, draw_sample
 from ddr.em import EMState, fit_em
 from ddr.families import LogLikelihoodScore
 from ddr.mixture._gaussian_em import MixtureEM, MixtureModel
 from ddr.mixture._gaussian_math import (
-    EPS10,
     covariances_of,
     m_step,
     n_parameters,
@@ -60,9 +58,9 @@ from ddr.mixture._gaussian_math import (
     predict_block,
     proba_block,
     score_block,
-    weighted_sums,
 )
-from ddr.stats import GaussianMixtureSums, KMeansSums, compute
+from ddr.mixture._gaussian_starts import check_inits, from_init_params
+from ddr.stats import GaussianMixtureSums
 from ddr.stats._input import Rows
 from ddr.stats.mixture_sums import COVARIANCE_TYPES, GaussianMixtureParams
 from ddr.tags import DDRTags, unknown_passes
@@ -70,10 +68,6 @@ from ddr.tags import DDRTags, unknown_passes
 __all__ = ["GaussianMixture", "MixtureShape", "m_step", "precision_cholesky"]
 
 logger = logging.getLogger(__name__)
-
-#: k-means runs on the sample for ``init_params="kmeans"``, the one of lowest inertia kept
-#: (in memory: no pass; one run lands in a poor local optimum far more often)
-_KMEANS_STARTS = 3
 
 #: the dims of ``covariances_`` per covariance type (scikit-learn's shapes), for as_xarray
 _COVARIANCE_DIMS: dict[str, tuple[str, ...]] = {
@@ -255,50 +249,10 @@ class GaussianMixture(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator)
 
     # ------------------------------------------------------------------ the start
     def _check_inits(self, d: int) -> tuple[Any, Any, Any]:
-        k = int(self.n_components)
-        ct = self.covariance_type
-        weights = means = precisions = None
-        if self.weights_init is not None:
-            weights = np.asarray(self.weights_init, dtype=np.float64)
-            if weights.shape != (k,):
-                raise ValueError(
-                    f"The parameter 'weights' should have the shape of ({k},), but got "
-                    f"{weights.shape}"
-                )
-            if np.any(weights < 0) or np.any(weights > 1) or not np.isfinite(weights).all():
-                raise ValueError(
-                    "The parameter 'weights' should be in the range [0, 1], but got max value "
-                    f"{np.max(weights):.5f}, min value {np.min(weights):.5f}"
-                )
-            if not np.allclose(np.abs(1.0 - np.sum(weights)), 0.0):
-                raise ValueError(
-                    f"The parameter 'weights' should be normalized, but got sum(weights) = "
-                    f"{np.sum(weights):.5f}"
-                )
-        if self.means_init is not None:
-            means = np.asarray(self.means_init, dtype=np.float64)
-            if means.shape != (k, d):
-                raise ValueError(
-                    f"The parameter 'means' should have the shape of ({k}, {d}), but got "
-                    f"{means.shape}"
-                )
-            if not np.isfinite(means).all():
-                raise ValueError("The parameter 'means' contains NaN or infinity")
-        if self.precisions_init is not None:
-            precisions = np.asarray(self.precisions_init, dtype=np.float64)
-            want = {"full": (k, d, d), "tied": (d, d), "diag": (k, d), "spherical": (k,)}[ct]
-            if precisions.shape != want:
-                raise ValueError(
-                    f"The parameter '{ct} precision' should have the shape of {want}, but got "
-                    f"{precisions.shape}"
-                )
-            if ct in ("full", "tied"):
-                for p in precisions if ct == "full" else precisions[None]:
-                    if not (np.allclose(p, p.T) and np.linalg.eigvalsh(p)[0] > 0.0):
-                        raise ValueError(f"'{ct} precision' should be symmetric, positive-definite")
-            elif np.any(np.less_equal(precisions, 0.0)):
-                raise ValueError(f"'{ct} precision' should be positive")
-        return weights, means, precisions
+        return check_inits(
+            int(self.n_components), d, self.covariance_type, self.weights_init,
+            self.means_init, self.precisions_init,
+        )  # fmt: skip
 
     def _start(
         self, rows: Rows, rng: np.random.RandomState, sample: Any, inits: tuple[Any, Any, Any]
@@ -310,7 +264,10 @@ class GaussianMixture(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator)
         if weights is not None and means is not None and precisions is not None:
             w0, m0, cov0 = weights, means, covariances_of(precisions, ct)
         else:
-            w0, m0, cov0, passes = self._from_init_params(rows, rng, sample)
+            w0, m0, cov0, passes = from_init_params(
+                self.init_params, ct, int(self.n_components), float(self.reg_covar), rows,
+                rng, sample,
+            )  # fmt: skip
             w0 = w0 if weights is None else weights
             m0 = m0 if means is None else means
             cov0 = cov0 if precisions is None else covariances_of(precisions, ct)
@@ -319,44 +276,6 @@ class GaussianMixture(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator)
         else:
             prec = prec_chol_of(precisions, ct)
         return MixtureModel(GaussianMixtureParams(w0, m0, prec, ct), cov0), passes
-
-    def _from_init_params(
-        self, rows: Rows, rng: np.random.RandomState, sample: Any
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-        """Weights, means and covariances from ``init_params`` (scikit-learn's
-        ``_initialize`` of its responsibilities), and the passes that read."""
-        ct = self.covariance_type
-        k = int(self.n_components)
-        n, d = rows.shape
-        rows_ = sample.rows
-        if self.init_params == "kmeans":
-            # k-means of the sample (in memory), then one pass: every row's cluster at those
-            # centres, and the clusters' counts, means and scatters (a k-means labelling's
-            # one-hot responsibilities, scikit-learn's start)
-            centres = best_sample_centres(rows_, k, rng, _KMEANS_STARTS)
-            scatter_kind = "full" if ct in ("full", "tied") else "diag"
-            spec = KMeansSums.spec(centres=ship(centres, rows.is_lazy), scatter=scatter_kind)
-            stat = compute(spec, rows.data)
-            scatter = stat.scatter.sum(axis=0)[None] if ct == "tied" else stat.scatter
-            _, m, cov = m_step(stat.counts, stat.means, scatter, ct, self.reg_covar)
-            return (stat.counts + EPS10) / n, m, cov, 1
-        if self.init_params == "random":
-            resp = rng.uniform(size=(rows_.shape[0], k))
-            resp /= resp.sum(axis=1, keepdims=True)
-            weight, mean, scatter = weighted_sums(rows_, resp, ct)
-            _, m, cov = m_step(weight, mean, scatter, ct, self.reg_covar)
-            return (weight + EPS10) / rows_.shape[0], m, cov, 0
-        if self.init_params == "k-means++":
-            from sklearn.cluster import kmeans_plusplus
-
-            centre = rows_.mean(axis=0)
-            _, idx = kmeans_plusplus(rows_ - centre, k, random_state=rng)
-        else:  # random_from_data
-            idx = rng.choice(rows_.shape[0], size=k, replace=False)
-        # one row per component: scikit-learn's one-hot responsibilities of those rows
-        zero = {"full": np.zeros((k, d, d)), "tied": np.zeros((1, d, d))}.get(ct, np.zeros((k, d)))
-        _, m, cov = m_step(np.ones(k), rows_[idx], zero, ct, self.reg_covar)
-        return np.full(k, (1.0 + EPS10) / n), m, cov, 0
 
     # --------------------------------------------------------------------------- fit
     @fit_context
