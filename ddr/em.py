@@ -43,18 +43,12 @@ a rate of 0.999 the gap is 500 times the last gain. With ``start_loglik`` (a sta
 log-likelihood is known without a pass), the first iteration compares its log-likelihood
 with it: no rise above ``tol`` means the start was the optimum.
 
-**Plateaus.** Mixtures cross saddles (two components still one, a component between two
-clusters): EM nears the saddle at a convergent rate, its gains fall, then the direction
-that leaves it takes over and they rise again. The gains between SQUAREM's points fall
-fastest there, since the extrapolations race along the directions that converge; the plain
-step from each point does not: it shrinks only as the point nears a stationary point, and
-stops shrinking, or grows, while the way out of the saddle grows (``q_m >= 1``). Measured
-(``benchmarks/results/em-passes.md``): the tied mixture of 4 components of the demo data,
-which the rule on the points alone stopped after 18 iterations 1 640 nats short, now runs
-130 to within 0.2 nats of its optimum; FactorAnalysis and PPCA take one iteration more. A
-saddle approached so closely that the way out is still below round-off, or neared at a
-convergent rate for longer than the windows, still looks like a maximum: ``n_init`` (or a
-tighter ``tol``) is the remedy.
+**Plateaus.** Near a saddle (a mixture's two components still one) EM's gains fall, then
+rise again. The progress between SQUAREM's points falls fastest there (the extrapolations
+race along the directions that converge); the plain step from each point shrinks only as
+the point nears a stationary point, and stays level or grows while the way out grows
+(``q_m >= 1``): measured in ``benchmarks/results/em-passes.md``. A saddle neared so closely
+that the way out is below round-off still looks like a maximum (``n_init`` is the remedy).
 
 **Acceleration** (``accelerate=True`` and a problem with ``to_vector``/``from_vector``, and
 no per-row parameters): SQUAREM (Varadhan and Roland, 2008, scheme S3). From ``x0``, two
@@ -65,18 +59,15 @@ and ``F(x')``: it is kept when ``L(x') >= L(x1)`` (the log-likelihood never fall
 the next cycle, ``x0 = x'``; otherwise EM falls back to the plain step ``x2`` (that pass is
 lost, ``a_max`` is divided by 4). ``a_max`` starts at 1 and is multiplied by 4 each time a
 kept step used all of it (the package's defaults). A point that ``from_vector`` refuses
-(outside the parameter space) is pulled back towards ``x2`` first, without a pass. Only
-the cycles' starts are progress points of the stopping rule.
+(outside the parameter space) is pulled back towards ``x2`` first, without a pass.
 
 An estimator describes its model as an :class:`EMProblem` (the statistic to compute at given
 parameters, and the M-step) and calls :func:`fit_em` with an :class:`EMState` to start from.
 The state is small and plain (parameters, the log-likelihood trace, the iteration count), so
-a fit can be resumed from it: a fitted estimator rebuilds its state from its fitted
-attributes (which ``save`` stores and :func:`ddr.load` restores), and ``warm_start=True``
-continues from there (a resumed state from :func:`fit_em` itself also carries the
-acceleration's cycle: the same iterations as one longer call). Each iteration is reported
-through the estimator's logger as a progress record (``ddr.progress``) with its
-log-likelihood and its change::
+a fit can be resumed from it: a fitted estimator rebuilds it from its fitted attributes and
+``warm_start=True`` continues (a state from :func:`fit_em` also carries the acceleration's
+cycle: the same iterations as one longer call). Each iteration is a progress record
+(``ddr.progress``) of the estimator's logger, with its log-likelihood and its change::
 
     class Problem:
         def statistic(self, params):              # the E-step statistic at params
@@ -146,12 +137,11 @@ class EMProblem(Protocol[P]):
       ``to_vector`` made or their extrapolations.
     - ``expectation(params) -> statistic``: the E-step computed on the client (for
       ``fit_em(None, ...)``).
-    - ``stopping(params, new_params, stat) -> (bool, str)``: the problem's own stopping rule,
-      in place of the log-likelihood's (k-means: scikit-learn's rule on the centres' shift),
-      checked after each M-step: whether it is met, and where it stands (for the progress
-      records and the ConvergenceWarning), with an attribute ``stopping_rule`` (str) that
-      says what it is. Plain EM (no acceleration); the fit's result is then the last M-step,
-      which the rule speaks of.
+    - ``stopping(params, new_params, stat) -> (bool, str)``: the problem's own stopping rule
+      after each M-step, in place of the log-likelihood's (k-means: scikit-learn's centre
+      shift): whether it is met, and where it stands (for the progress records and the
+      warning); ``stopping_rule`` (str) says what it is. Plain EM; the result is the last
+      M-step.
     """
 
     def statistic(self, params: P) -> StatSpec: ...
