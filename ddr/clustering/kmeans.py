@@ -242,7 +242,9 @@ default="k-means++"
     def _widest_pass(self, n_features: int) -> list[tuple[Any, int]]:
         k = int(self.n_clusters) if isinstance(self.n_clusters, Integral) else 8
         centres = np.broadcast_to(0.0, (k, n_features))  # shape only
-        lloyd_pass = KMeansSums.spec(centres=centres)
+        # the first Lloyd pass also sums the per-feature scatters (tol's variance)
+        scatter = "diag" if not isinstance(self.tol, Real) or self.tol > 0 else None
+        lloyd_pass = KMeansSums.spec(centres=centres, scatter=scatter)
         if not isinstance(self.init, str):
             return [(lloyd_pass, n_features)]
         size = self.init_size or max(3 * 1024, 100 * k)

@@ -60,7 +60,7 @@ from ddr.mixture._gaussian_math import (
     score_block,
 )
 from ddr.mixture._gaussian_starts import check_inits, from_init_params
-from ddr.stats import GaussianMixtureSums
+from ddr.stats import GaussianMixtureSums, KMeansSums, RowSample
 from ddr.stats._input import Rows
 from ddr.stats.mixture_sums import COVARIANCE_TYPES, GaussianMixtureParams
 from ddr.tags import DDRTags, unknown_passes
@@ -243,9 +243,20 @@ class GaussianMixture(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator)
         return f"1 for a sample of rows, then {em}"
 
     def _widest_pass(self, n_features: int) -> list[tuple[Any, int]]:
+        """The widest of the fit's passes: an EM iteration's sums, or the start's sample
+        of rows, or its k-means labelling (per-cluster scatters), by the size of a value."""
         k = int(self.n_components) if isinstance(self.n_components, Integral) else 1
-        shape = MixtureShape(k, n_features, str(self.covariance_type))
-        return [(GaussianMixtureSums.spec(params=shape), n_features)]
+        ct = str(self.covariance_type)
+        passes = [GaussianMixtureSums.spec(params=MixtureShape(k, n_features, ct))]
+        given = (self.weights_init, self.means_init, self.precisions_init)
+        if not all(v is not None for v in given):
+            passes.append(RowSample.spec(size=max(3 * 1024, 100 * k), seed=0))
+            if self.init_params == "kmeans":
+                centres = np.broadcast_to(0.0, (k, n_features))  # shape only
+                scatter = "full" if ct in ("full", "tied") else "diag"
+                passes.append(KMeansSums.spec(centres=centres, scatter=scatter))
+        widest = max(passes, key=lambda spec: spec.value_nbytes(n_features))
+        return [(widest, n_features)]
 
     # ------------------------------------------------------------------ the start
     def _check_inits(self, d: int) -> tuple[Any, Any, Any]:
