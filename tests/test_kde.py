@@ -175,6 +175,8 @@ def test_binned_lattice_sums_and_points_are_computed_once_per_fit(rng, monkeypat
     f, _ = kde_module._lattice_sums(H, W, h, kde.kernel)
     alone = binned_log_sums(Q, H.counts, f, H.origin, H.spacing, W, h, kde.kernel)
     np.testing.assert_array_equal(alone + kde._log_norm(h), first)
+    with pytest.raises(ValueError, match="needs the lattice counts or its tail points"):
+        binned_log_sums(Q, None, f, H.origin, H.spacing, W, h, kde.kernel)
     kde.fit(X[::2])
     kde.score_samples(Q)
     assert calls == {"grid_sums": 2, "lattice_tail": 2}

@@ -261,7 +261,7 @@ def lattice_tail(
 
 def binned_log_sums(
     Xq: np.ndarray,
-    counts: np.ndarray,
+    counts: np.ndarray | None,
     f_grid: np.ndarray,
     origin: np.ndarray,
     spacing: np.ndarray,
@@ -274,7 +274,8 @@ def binned_log_sums(
 
     Interpolates ``f_grid`` (from :func:`grid_sums`) where every surrounding lattice sum is
     reliable; sums over the non-empty lattice points directly elsewhere (tails, outside):
-    ``tail`` (:func:`lattice_tail`), or found here when None.
+    ``tail`` (:func:`lattice_tail`), or found here from ``counts`` when None (``counts`` is
+    not needed otherwise: a block's task need not carry the lattice's weights).
 
     Returns
     -------
@@ -282,7 +283,7 @@ def binned_log_sums(
     """
     Xq = np.asarray(Xq, dtype=np.float64)
     m, d = Xq.shape
-    shape = counts.shape
+    shape = f_grid.shape
     # one contiguous row per axis: numpy reduces the short axis of an (m, d) array row by
     # row, and indexes a lattice with d index arrays; here the corners' weights are products
     # of whole columns and their sums one gather each from the flat lattice
@@ -314,7 +315,11 @@ def binned_log_sums(
         out[reliable] = np.log(value[reliable])
     rest = np.flatnonzero(~reliable)
     if rest.size:
-        points, log_c = lattice_tail(counts, origin, spacing, W) if tail is None else tail
+        if tail is None:
+            if counts is None:
+                raise ValueError("binned_log_sums needs the lattice counts or its tail points")
+            tail = lattice_tail(counts, origin, spacing, W)
+        points, log_c = tail
         out[rest] = log_kernel_sums(Xq[rest] @ W.T, points, log_c, kernel, h)
     return out
 

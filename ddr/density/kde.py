@@ -108,7 +108,7 @@ def _lse_columns(parts: np.ndarray) -> np.ndarray:
 
 def binned_block(
     Xq: np.ndarray,
-    counts: np.ndarray,
+    counts: np.ndarray | None,
     f_grid: np.ndarray,
     origin: np.ndarray,
     spacing: np.ndarray,
@@ -563,7 +563,9 @@ class KernelDensity(LogLikelihoodScore, DDRMixin, BaseEstimator):
         if self.algorithm_ == "binned":
             H = self.histogram_
             f, tail = _lattice_sums(H, self._whitening_, h, self.kernel)
-            args = (H.counts, f, H.origin, H.spacing, self._whitening_, h, self.kernel, log_norm,
+            # the weights themselves stay on the client: the blocks need the lattice sums
+            # and the non-empty points of the tails
+            args = (None, f, H.origin, H.spacing, self._whitening_, h, self.kernel, log_norm,
                     *tail)  # fmt: skip
             return map_rows(rows, binned_block, n_out=None, dtype=np.float64, name="kde",
                             args=args, method="KernelDensity.score_samples")  # fmt: skip
