@@ -21,6 +21,9 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import gammaln
 
+from ddr.stats._centring import Centring
+from ddr.stats._tiled import centred_product
+
 __all__ = [
     "BINNED_KERNELS",
     "COMPACT_KERNELS",
@@ -185,6 +188,7 @@ def log_kernel_sums(
     exclude: np.ndarray | None = None,
     t_offset: int = 0,
     tile: int = 2048,
+    whiten: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     """``log sum_i w_i K(|q - t_i| / h)`` for every query row (unnormalised kernel), exactly.
 
@@ -204,16 +208,21 @@ def log_kernel_sums(
         the global index of ``T[0]``.
     tile : int
         Rows per tile in both sets (bounds the temporaries to tile^2 numbers).
+    whiten : (center, W), optional
+        The queries are the rows of ``Q`` mapped to ``W (q - center)`` (``T``'s coordinates),
+        a tile at a time where the gaussian's sums take them so (no mapped copy of ``Q``).
 
     Returns
     -------
     ndarray of shape (n_queries,) or (n_bandwidths, n_queries)
         ``-inf`` where no training point is within a compact kernel's support.
     """
-    Q = np.asarray(Q, dtype=np.float64)
     T = np.asarray(T, dtype=np.float64)
     if kernel == "gaussian" and np.ndim(h) == 0 and exclude is None:
-        return _gaussian_log_sums(Q, T, log_w, float(h))
+        return _gaussian_log_sums(np.asarray(Q), T, log_w, float(h), whiten)
+    if whiten is not None:
+        Q = centred_product(np.asarray(Q), whiten[1].T, shift=whiten[0])
+    Q = np.asarray(Q, dtype=np.float64)
     hs = np.atleast_1d(np.asarray(h, dtype=np.float64))
     out = np.full((hs.shape[0], Q.shape[0]), -np.inf)
     qn_all = np.einsum("ij,ij->i", Q, Q)
@@ -246,7 +255,11 @@ _TILE_BYTES = 2**20
 
 
 def _gaussian_log_sums(
-    Q: np.ndarray, T: np.ndarray, log_w: np.ndarray | None, h: float
+    Q: np.ndarray,
+    T: np.ndarray,
+    log_w: np.ndarray | None,
+    h: float,
+    whiten: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     """:func:`log_kernel_sums` of the gaussian kernel at one bandwidth, by tiles of pairs.
 
@@ -258,14 +271,20 @@ def _gaussian_log_sums(
     expansion of ``|q - t|^2`` cancels are not recomputed: an error ``eps (|q|^2 + |t|^2)``
     in a squared distance moves the gaussian's log by that over ``2 h^2`` (1e-13 for
     whitened data in 100 dimensions at a bandwidth of 0.5), where kernels of ``r`` itself
-    would lose the relative accuracy of small ``r``.
+    would lose the relative accuracy of small ``r``; both sets are first moved to the
+    training points' mean, so ``|q|`` and ``|t|`` are distances from it.
     """
-    n, d = Q.shape
-    m = T.shape[0]
+    n = Q.shape[0]
+    m, d = T.shape
     out = np.full(n, -np.inf)
     if n == 0 or m == 0:
         return out
     c = -0.5 / (h * h)
+    # both sets about the training points' mean: the expansion of |q - t|^2 cancels only
+    # the spread of the points, not their distance from the origin (1-D features of kernel
+    # naive Bayes come in raw units, possibly at a large offset)
+    ref = T.mean(axis=0)
+    T = T - ref
     right = np.empty((d + 2, m))
     right[:d] = -2.0 * c * T.T
     right[d] = c
@@ -280,13 +299,19 @@ def _gaussian_log_sums(
     left = np.empty((min(tq, n), d + 2))
     left[:, d + 1] = 1.0
     E = np.empty((left.shape[0], tt))
+    if whiten is not None:
+        centre, Wt = Centring(whiten[0], left.shape[0]), np.ascontiguousarray(whiten[1].T)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
         for q0 in range(0, n, tq):
             qs = Q[q0 : q0 + tq]
             r = qs.shape[0]
             a = left[:r]
-            a[:, :d] = qs
-            np.einsum("ij,ij->i", qs, qs, out=a[:, d])
+            if whiten is None:
+                np.subtract(qs, ref, out=a[:, :d])
+            else:
+                np.matmul(centre(qs), Wt, out=a[:, :d])
+                a[:, :d] -= ref
+            np.einsum("ij,ij->i", a[:, :d], a[:, :d], out=a[:, d])
             for t0 in range(0, m, tt):
                 ts = slice(t0, t0 + tt)
                 e = E[:r, : right[:, ts].shape[1]]

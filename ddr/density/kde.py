@@ -53,7 +53,6 @@ from ddr.density.gaussian import WEIGHTS_SINGULAR
 from ddr.families import LogLikelihoodScore
 from ddr.stats import Moments, lazy
 from ddr.stats._input import Rows, align_to_rows, is_dask
-from ddr.stats._tiled import centred_product
 from ddr.tags import DDRTags, fixed_passes, moments_pass, unknown_passes
 
 __all__ = ["BINNED_KERNELS", "KernelDensity", "binned_block", "exact_log_sums_block"]
@@ -85,15 +84,15 @@ def exact_log_sums_block(
     """``log_norm + log sum_i w_i K(|W (x - t_i)| / h)`` of a query block against a training
     block, shape (n_queries, 1) (one column per training block, merged by log-sum-exp).
 
-    The queries are whitened a tile of rows at a time (:func:`~ddr.stats._tiled.centred_product`:
-    no float64 copy of the block, no centred copy).
+    The queries are whitened a tile of rows at a time, where their sums are made
+    (:func:`~ddr.density._kernels.log_kernel_sums`): no float64 copy of the block, no
+    centred or whitened copy.
     """
     log_w = None
     if w is not None:
         with np.errstate(divide="ignore"):  # a zero weight: log 0 = -inf, no term
             log_w = np.log(np.asarray(w, dtype=np.float64))
-    Q = centred_product(np.asarray(Xq), W.T, shift=center)
-    out = log_kernel_sums(Q, _whiten(T, center, W), log_w, kernel, h)
+    out = log_kernel_sums(Xq, _whiten(T, center, W), log_w, kernel, h, whiten=(center, W))
     return (out + log_norm)[:, None]
 
 
