@@ -438,16 +438,17 @@ def test_dataset_fit_takes_a_dataarray_or_a_dataset_of_weights():
     both = xr.Dataset({"sst": X, "gauge": stations})
     ws = xr.Dataset({"sst": coslat(X), "gauge": xr.DataArray([1.0, 2.0, 0.5, 1.0], dims="station")})
     pca = ddr.PCA(K).fit(both, sample_dims="time", feature_weights=ws)
-    ref_w = np.concatenate([reference(X, coslat(X))["w"], [1.0, 2.0, 0.5, 1.0]])
+    # the variables sit in the order of their names: gauge, then sst
+    ref_w = np.concatenate([[1.0, 2.0, 0.5, 1.0], reference(X, coslat(X))["w"]])
     np.testing.assert_array_equal(pca.feature_weights_, ref_w)
-    flat = np.hstack([X.values.reshape(T, -1)[:, reference(X, coslat(X))["keep"]], stations.values])
+    flat = np.hstack([stations.values, X.values.reshape(T, -1)[:, reference(X, coslat(X))["keep"]]])
     Xw = (flat - flat.mean(axis=0)) * ref_w
     _, s, Vt = np.linalg.svd(Xw, full_matrices=False)
     np.testing.assert_allclose(pca.explained_variance_, s[:K] ** 2 / (T - 1), rtol=1e-10)
     np.testing.assert_allclose(_sign_align(Vt[:K], pca.components_, 0), pca.components_, atol=1e-10)
     # numpy: one weight per grid point of each variable, masked points included
     every = np.concatenate(
-        [np.broadcast_to(coslat(X).values[:, None], (NLAT, NLON)).ravel(), [1.0, 2.0, 0.5, 1.0]]
+        [[1.0, 2.0, 0.5, 1.0], np.broadcast_to(coslat(X).values[:, None], (NLAT, NLON)).ravel()]
     )
     again = ddr.PCA(K).fit(both, sample_dims="time", feature_weights=every)
     np.testing.assert_array_equal(again.feature_weights_, pca.feature_weights_)

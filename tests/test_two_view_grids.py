@@ -224,7 +224,7 @@ def test_a_dataset_as_y_gives_a_dataset_of_maps():
         maps["slp"].attrs["units"] == "1" and pls.as_xarray("y_std_")["gauge"].attrs["units"] == "m"
     )
     ref = ddr.PLSSVD(n_components=2).fit(
-        stacked(X), np.hstack([stacked(Y), Yds["gauge"].values]), sample_dims=None
+        stacked(X), np.hstack([Yds["gauge"].values, stacked(Y)]), sample_dims=None
     )
     np.testing.assert_allclose(pls.y_weights_, ref.y_weights_, rtol=1e-10, atol=1e-12)
 

@@ -40,7 +40,7 @@ class FeatureBlocks:
     Parameters
     ----------
     variables : tuple of str
-        The data variables, in the order their features sit in the rows.
+        The data variables, in the order their features sit in the rows (sorted by name).
     layouts : tuple of FeatureLayout
         Each variable's feature grid and mask.
     name : str
@@ -108,7 +108,9 @@ def dataset_rows(
     GridRows
         Its ``layout`` is a :class:`FeatureBlocks`.
     """
-    variables = tuple(str(v) for v in X.data_vars)
+    # in the order of their names: zarr 3 lists a group's arrays in no fixed order, so the
+    # Dataset's own order would make the same store give other columns from run to run
+    variables = tuple(sorted(str(v) for v in X.data_vars))
     if not variables:
         raise ValueError(f"{name} is a Dataset without data variables")
     if fitted is not None:
