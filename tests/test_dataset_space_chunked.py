@@ -211,3 +211,27 @@ def test_the_variables_sit_in_the_order_of_their_names(stores):
     assert list(a.as_xarray("components_").data_vars) == ["sp", "t2m"]
     c = ddr.PCA(n_components=2).fit(_open(space), sample_dims="time")
     close(c.components_, a.components_)
+
+
+@pytest.mark.parametrize("chunks", [{"time": 6}, {"time": 6, "lat": 3, "y": 2}])
+def test_each_variables_mask_and_values_are_checked_where_the_blocks_are_stacked(stores, chunks):
+    """The task that puts the variables side by side selects each one's kept features and
+    checks them: a masked point with a value and a NaN at a kept point are named by
+    variable, feature and sample (the row counted across the row blocks)."""
+    ds = stores[0]
+    bad = ds.copy(deep=True)
+    bad["sp"][30, 2, 3] = 5.0
+    with pytest.raises(
+        ValueError,
+        match=r"^X\['sp'\]: the feature at y\[2\], x\[3\] is NaN at the first sample \(time=0\), "
+        r"so it was taken as masked .* but it has a value at sample 30 \(time=30\)",
+    ):
+        ddr.PCA(n_components=2).fit(bad.chunk(chunks), sample_dims="time")
+    bad = ds.copy(deep=True)
+    bad["t2m"][40, 1, 1] = np.nan
+    with pytest.raises(
+        ValueError,
+        match=r"^X\['t2m'\]: the feature at lat=-30.0, lon=1.0 is NaN at some samples but not "
+        r"at every sample \(NaN at sample 40 \(time=40\)\)",
+    ):
+        ddr.PCA(n_components=2).fit(bad.chunk(chunks), sample_dims="time")

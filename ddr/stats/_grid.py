@@ -39,7 +39,7 @@ import dask.array as da
 import numpy as np
 
 from ddr._hooks import DaskReader
-from ddr.stats._checks import block_start, sum_is_finite
+from ddr.stats._grid_select import Where, select_block, show_value, unravel_sample
 from ddr.stats._whole_rows import check_row_blocks, merge_feature_chunks
 
 __all__ = [
@@ -146,7 +146,7 @@ class FeatureLayout:
         parts = []
         for dim, i in zip(self.dims, at, strict=True):
             coord = self.coords.get(dim)
-            parts.append(f"{dim}={_show(coord[1][i])}" if coord else f"{dim}[{int(i)}]")
+            parts.append(f"{dim}={show_value(coord[1][i])}" if coord else f"{dim}[{int(i)}]")
         return ", ".join(parts)
 
     def expand(self, values: Any, axis: int) -> Any:
@@ -194,8 +194,8 @@ class FeatureLayout:
                 raise ValueError(
                     f"{name}'s feature coordinate {cname!r} differs from the one the model was "
                     f"fitted on (first at position {first}: "
-                    f"{_show(given[1].ravel()[first])} where it was "
-                    f"{_show(values.ravel()[first])}); give {name} on the fitted grid "
+                    f"{show_value(given[1].ravel()[first])} where it was "
+                    f"{show_value(values.ravel()[first])}); give {name} on the fitted grid "
                     f"(e.g. {name}.sel({cname}=model.as_xarray(...).{cname}) or interp)"
                 )
 
@@ -210,6 +210,9 @@ class GridRows:
     #: a FeatureLayout; for a Dataset, ddr.stats._grid_blocks.FeatureBlocks
     layout: Any
     template: Any
+    #: with ``select=False``: (kept, masked, where) of :func:`select_into`, for the caller's
+    #: tasks to select and check the kept columns of each block of ``data`` (every column)
+    pending: tuple[Any, ...] | None = None
 
 
 def grid_rows(
@@ -221,6 +224,7 @@ def grid_rows(
     masks: bool = True,
     missing_ok: bool = False,
     reader: DaskReader | None = None,
+    select: bool = True,
 ) -> GridRows:
     """Stack DataArray ``X`` into (n_samples, n_kept) rows over its ``sample_dims``.
 
@@ -247,6 +251,10 @@ def grid_rows(
         task. Data still chunked along them is merged by dask's ``rechunk`` where that keeps
         one read per chunk, else refused (:mod:`ddr.stats._whole_rows`); either way a row
         block that a worker's task cannot hold is refused before anything is read.
+    select : bool
+        False: dask rows keep every feature, and the selection of the kept ones (with its
+        checks) is left to the caller's tasks (``GridRows.pending``): a Dataset's variables
+        are selected into the block that puts them side by side, with no copy between.
 
     Returns
     -------
@@ -293,7 +301,7 @@ def grid_rows(
         fitted.check_same(layout, name)
     rows = arr.reshape(n, layout.n_features)
     known = getattr(sample_dims, "mask", None) if fitted is None and masks else None
-    where = _Where(
+    where = Where(
         name, layout, _sample_info(Xt, sdims), fitted is not None, missing_ok, known is not None
     )
     if fitted is not None:
@@ -315,93 +323,28 @@ def grid_rows(
     where = dataclasses.replace(where, layout=layout)
     if masks and np.dtype(rows.dtype).kind == "f":
         masked = layout.masked
+        if isinstance(rows, da.Array) and not select:
+            pending = (kept, masked, where)
+            return GridRows(rows, sdims, _sample_dim(sdims, dims), layout, Xt, pending)
         if isinstance(rows, da.Array):
             # the check lives in the task that stacks the block, so it costs no read
             rows = da.map_blocks(
-                _select_block, rows, kept, masked, dask.delayed(where, pure=True),
+                select_block, rows, kept, masked, dask.delayed(where, pure=True),
                 chunks=(rows.chunks[0], (layout.n_kept,)), dtype=rows.dtype,
                 meta=np.empty((0, 0), dtype=rows.dtype),
             )  # fmt: skip
         else:
-            rows = _select_block(rows, kept, masked, where)
+            rows = select_block(rows, kept, masked, where)
     elif kept is not None:
         rows = rows[:, kept]
-    sample_dim = sdims[0] if ns == 1 else free_name("sample", dims)
-    return GridRows(rows, sdims, sample_dim, layout, Xt)
+    return GridRows(rows, sdims, _sample_dim(sdims, dims), layout, Xt)
 
 
-def unravel_sample(info: tuple[tuple[Hashable, ...], tuple[int, ...], dict], row: int) -> str:
-    """Row ``row`` of the stacked samples by its coordinates: ``time=2000-01-03``."""
-    sdims, shape, coords = info
-    at = np.unravel_index(int(row), shape)
-    return ", ".join(
-        f"{d}={_show(coords[d][i])}" if d in coords else f"{d}[{int(i)}]"
-        for d, i in zip(sdims, at, strict=True)
-    )
+def _sample_dim(sdims: tuple[Hashable, ...], dims: tuple[Hashable, ...]) -> Hashable:
+    return sdims[0] if len(sdims) == 1 else free_name("sample", dims)
 
 
 # ------------------------------------------------------------------------ internals
-@dataclasses.dataclass(frozen=True)
-class _Where:
-    """What messages about a block need: the names of features and samples."""
-
-    name: str
-    layout: FeatureLayout
-    samples: tuple[tuple[Hashable, ...], tuple[int, ...], dict]
-    fitted: bool
-    missing_ok: bool
-    known: bool = False  # the mask was given (SampleDims.mask), not read from the first sample
-
-    def sample(self, row: int) -> str:
-        return f"sample {row} ({unravel_sample(self.samples, row)})"
-
-    def masked_has_value(self, j: int, row: int) -> str:
-        feat = self.layout.describe(j)
-        if self.fitted:
-            return (
-                f"{self.name}: the feature at {feat} is masked in the fitted model (NaN at every "
-                f"sample it was fitted on) but has a value at {self.sample(row)}; {self.name} "
-                "must have the mask the model was fitted with"
-            )
-        if self.known:
-            return (
-                f"{self.name}: the feature at {feat} is masked (NaN at every sample, as the "
-                "grid's mask found before this fit says: for a pipeline input, the features "
-                f"NaN at its first sample) but has a value at {self.sample(row)}. A grid's "
-                "mask must be the same at every sample (rows appended to a grid included): a "
-                "feature NaN at some samples only must be filled or dropped first"
-            )
-        first = unravel_sample(self.samples, 0)
-        return (
-            f"{self.name}: the feature at {feat} is NaN at the first sample ({first}), so it "
-            f"was taken as masked (NaN at every sample), but it has a value at "
-            f"{self.sample(row)}. For dask input ddr reads the mask from the first sample: "
-            "a feature NaN at some samples only must be filled or dropped first"
-            + (
-                " (an estimator that takes missing values needs a value at the first sample "
-                f"of every feature that is not masked; or load {self.name} into memory, where "
-                "every sample is looked at)"
-                if self.missing_ok
-                else ""
-            )
-        )
-
-    def partial_nan(self, j: int, row: int) -> str:
-        feat = self.layout.describe(j)
-        if self.fitted:
-            return (
-                f"{self.name}: the feature at {feat} is NaN at {self.sample(row)}, but it is "
-                f"not masked in the fitted model; {self.name} must have the mask the model was "
-                "fitted with (NaN at the same features at every sample)"
-            )
-        return (
-            f"{self.name}: the feature at {feat} is NaN at some samples but not at every "
-            f"sample (NaN at {self.sample(row)}); ddr leaves out only features NaN at every "
-            f"sample (a mask). Fill or drop these NaN (e.g. {self.name}.fillna(...)), or use "
-            "an estimator that takes missing values (PPCA, FactorAnalysis)"
-        )
-
-
 def _layout(
     Xt: Any, sdims: tuple[Hashable, ...], fdims: tuple[Hashable, ...], kept: np.ndarray | None
 ) -> FeatureLayout:
@@ -430,7 +373,7 @@ def free_name(base: str, dims: tuple[Hashable, ...]) -> str:
     return name
 
 
-def _kept_from(first: np.ndarray, where: _Where) -> np.ndarray | None:
+def _kept_from(first: np.ndarray, where: Where) -> np.ndarray | None:
     """The features not NaN at the first sample (None: all of them)."""
     if first.dtype.kind != "f":
         return None
@@ -444,7 +387,7 @@ def _kept_from(first: np.ndarray, where: _Where) -> np.ndarray | None:
     return np.flatnonzero(~nan) if nan.any() else None
 
 
-def _kept_known(mask: Any, Xt: Any, ns: int, where: _Where) -> np.ndarray | None:
+def _kept_known(mask: Any, Xt: Any, ns: int, where: Where) -> np.ndarray | None:
     """The features not masked by a known ``mask`` (a bool DataArray on the feature dims of
     ``Xt``, True where masked; None: all of them), after checking that it is one of them."""
     fdims = tuple(Xt.dims[ns:])
@@ -481,7 +424,7 @@ def _kept_known(mask: Any, Xt: Any, ns: int, where: _Where) -> np.ndarray | None
     return np.flatnonzero(~values.ravel()) if values.any() else None
 
 
-def _kept_in_memory(rows: np.ndarray, where: _Where) -> np.ndarray | None:
+def _kept_in_memory(rows: np.ndarray, where: Where) -> np.ndarray | None:
     """The features not NaN at every sample, looked at in all of them; a feature NaN at some
     samples only is refused unless the estimator takes missing values."""
     if rows.dtype.kind != "f":
@@ -496,32 +439,6 @@ def _kept_in_memory(rows: np.ndarray, where: _Where) -> np.ndarray | None:
             j = int(np.flatnonzero(some)[0])
             raise ValueError(where.partial_nan(j, int(np.flatnonzero(nan[:, j])[0])))
     return np.flatnonzero(~every) if every.any() else None
-
-
-def _select_block(
-    block: np.ndarray,
-    kept: np.ndarray | None,
-    masked: np.ndarray,
-    where: _Where,
-    block_info: dict[Any, Any] | None = None,
-) -> np.ndarray:
-    """The kept columns of a row block, after checking that the masked ones are NaN at every
-    row and, unless the estimator takes missing values, the kept ones at none."""
-    start = block_start(block_info) or 0
-    if masked.size:
-        has = ~np.isnan(block[:, masked])
-        if has.any():
-            r, c = np.argwhere(has)[0]
-            raise ValueError(where.masked_has_value(int(masked[c]), start + int(r)))
-    out = block if kept is None else block[:, kept]
-    if not where.missing_ok and not sum_is_finite(out):
-        nan = np.isnan(out)
-        if nan.any():  # infinity is the estimator's to refuse, with its own message
-            c = int(np.flatnonzero(nan.any(axis=0))[0])
-            r = int(np.flatnonzero(nan[:, c])[0])
-            j = c if kept is None else int(kept[c])
-            raise ValueError(where.partial_nan(j, start + r))
-    return out
 
 
 def _expand_block(values: np.ndarray, kept: np.ndarray, n: int, axis: int) -> np.ndarray:
@@ -547,13 +464,6 @@ def _same_values(a: Any, b: Any) -> bool:
         return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
     except TypeError:
         return bool(np.array_equal(a, b))
-
-
-def _show(v: Any) -> str:
-    v = v.item() if isinstance(v, np.generic) and not isinstance(v, np.datetime64) else v
-    if isinstance(v, np.datetime64):
-        return str(v)
-    return repr(v) if isinstance(v, str) else str(v)
 
 
 def _whole_grid_rows(

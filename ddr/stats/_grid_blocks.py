@@ -1,17 +1,20 @@
 """A Dataset as rows: each data variable is a block of features (its own grid, coordinates
 and mask, :func:`ddr.stats._grid.grid_rows`), the blocks side by side in the order of the
-Dataset's variables, all over the same sample dims. A multivariate EOF analysis of, e.g.,
+variables' names, all over the same sample dims. A multivariate EOF analysis of, e.g.,
 sea-surface temperature and sea-level pressure on their own grids is one fit of such rows.
 
 Each variable is read as a DataArray is (:func:`ddr.stats._grid.grid_rows` through ddr's
 reader): a variable of a Zarr store chunked along space comes in row blocks, one task per
 block reading every stored chunk of its rows (:mod:`ddr.io.row_blocks`), so a pass reads
 each stored byte once. The variables' row blocks are then put side by side by one task per
-row block (no rechunk of the columns); where the variables' row blocks differ (stored in
-other chunks along time, or grouped otherwise for their widths) they are first cut at the
-boundaries of all of them, and where the blocks side by side would not fit one task of a
-worker (:func:`ddr.stats._whole_rows.task_budget`) they are cut into smaller row blocks:
-the reading tasks are not changed, each still reads its stored chunks once.
+row block (no rechunk of the columns), which also selects each variable's kept features
+(those not masked) into its place and checks them (:func:`ddr.stats._grid.select_into`):
+the one copy of the data between the reading task and the statistics. Where the
+variables' row blocks differ (stored in other chunks along time, or grouped otherwise for
+their widths) they are first cut at the boundaries of all of them, and where the blocks
+side by side would not fit one task of a worker (:func:`ddr.stats._whole_rows.task_budget`)
+they are cut into smaller row blocks: the reading tasks are not changed, each still reads
+its stored chunks once.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import itertools
 from collections.abc import Hashable
 from typing import Any
 
+import dask
 import dask.array as da
 import numpy as np
 from dask.base import tokenize
@@ -28,6 +32,7 @@ from dask.highlevelgraph import HighLevelGraph
 
 from ddr._hooks import dask_reader
 from ddr.stats._grid import FeatureLayout, GridRows, free_name, grid_rows
+from ddr.stats._grid_select import select_into
 from ddr.stats._whole_rows import check_row_blocks, rows_that_fit, task_budget
 
 __all__ = ["FeatureBlocks", "dataset_rows"]
@@ -128,13 +133,15 @@ def dataset_rows(
             masks=masks,
             missing_ok=missing_ok,
             reader=dask_reader(),  # the chunk reader a DataArray gets (ddr._hooks)
+            select=False,  # selected where the blocks are put side by side
         )
         for i, v in enumerate(variables)
     ]
     blocks = [p.data for p in parts]
     data: Any
     if any(isinstance(b, da.Array) for b in blocks):
-        data = _side_by_side([da.asarray(b) for b in blocks])
+        widths = [p.layout.n_kept if p.pending else int(p.data.shape[1]) for p in parts]
+        data = _side_by_side([da.asarray(b) for b in blocks], [p.pending for p in parts], widths)
         # cut to fit a task where a row fits: what is left to refuse is a row too wide
         check_row_blocks(
             data, (0,), name,
@@ -151,32 +158,56 @@ def dataset_rows(
     return GridRows(data, tuple(sample_dims), parts[0].sample_dim, layout, template)
 
 
-def _side_by_side(blocks: list[da.Array]) -> da.Array:
+def _side_by_side(
+    blocks: list[da.Array], pending: list[tuple[Any, ...] | None], widths: list[int]
+) -> da.Array:
     """The variables' rows (each whole along its columns) side by side: one task per row
-    block, on row blocks common to all of them and small enough for one task."""
+    block, on row blocks common to all of them and small enough for one task, which selects
+    each variable's kept columns where ``pending`` says (``GridRows.pending``) into its
+    ``widths`` columns of the block."""
     dtype = np.result_type(*(b.dtype for b in blocks))
     rows = _common_rows([b.chunks[0] for b in blocks])
+    width = sum(widths)
     budget = task_budget()
     if budget is not None:
-        width = sum(int(b.shape[1]) for b in blocks)
         # the block as put together and the float64 copy the statistics work on
         fit = rows_that_fit(budget, width, max(b.dtype.itemsize for b in blocks))
         rows = _at_most(rows, fit)
     blocks = [b if b.chunks[0] == rows else b.rechunk({0: rows}) for b in blocks]
     blocks = [b if len(b.chunks[1]) == 1 else b.rechunk({1: -1}) for b in blocks]
-    name = f"ddr-dataset-rows-{tokenize(*blocks, dtype)}"
+    # the selections (masks, the messages' names and coordinates) once in the graph
+    shared = dask.delayed(tuple(pending), pure=True)
+    name = f"ddr-dataset-rows-{tokenize(*blocks, shared, dtype)}"
+    starts = itertools.accumulate(rows, initial=0)
     layer: dict[Any, Any] = {
-        (name, i, 0): (_hstack, [(b.name, i, 0) for b in blocks], dtype) for i in range(len(rows))
+        (name, i, 0): (_stack, [(b.name, i, 0) for b in blocks], shared.key, start, widths, dtype)
+        for i, start in zip(range(len(rows)), starts, strict=False)
     }
-    deps: list[Any] = list(blocks)  # dask arrays: collections, as dask's stubs do not say
+    deps: list[Any] = [*blocks, shared]  # collections, as dask's stubs do not say
     graph = HighLevelGraph.from_collections(name, layer, dependencies=deps)
-    width = sum(int(b.shape[1]) for b in blocks)
     return da.Array(graph, name, (rows, (width,)), meta=np.empty((0, 0), dtype=dtype))
 
 
-def _hstack(parts: list[np.ndarray], dtype: np.dtype) -> np.ndarray:
-    """One row block of every variable, side by side (the columns in the variables' order)."""
-    return np.concatenate([np.asarray(p, dtype=dtype) for p in parts], axis=1)
+def _stack(
+    parts: list[np.ndarray],
+    pending: tuple[tuple[Any, ...] | None, ...],
+    start: int,
+    widths: list[int],
+    dtype: np.dtype,
+) -> np.ndarray:
+    """One row block of every variable, side by side (the columns in the variables' order),
+    each variable's kept columns selected and checked into its place."""
+    out = np.empty((parts[0].shape[0], sum(widths)), dtype=dtype)
+    at = 0
+    for part, selection, w in zip(parts, pending, widths, strict=True):
+        view = out[:, at : at + w]
+        if selection is None:  # selected before (a variable in memory) or nothing to select
+            np.copyto(view, part, casting="same_kind")
+        else:
+            kept, masked, where = selection
+            select_into(np.asarray(part), kept, masked, where, start, out=view)
+        at += w
+    return out
 
 
 def _common_rows(chunks: list[tuple[int, ...]]) -> tuple[int, ...]:
