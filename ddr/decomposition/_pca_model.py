@@ -17,6 +17,7 @@ from scipy import linalg
 from sklearn.utils.validation import check_is_fitted
 
 from ddr.base import map_rows
+from ddr.stats._tiled import centred_product
 
 __all__ = [
     "MISSING_HINT",
@@ -40,11 +41,16 @@ MISSING_HINT = (
 def transform_block(
     X: np.ndarray, mean: np.ndarray, components: np.ndarray, scale: np.ndarray | None, dtype: Any
 ) -> np.ndarray:
-    """Scores of a block: ``(X - mean) @ components.T`` (/ ``scale`` when whitening)."""
-    out = (X - mean) @ components.T  # float64: centring before projecting keeps all digits
-    if scale is not None:
-        out /= scale
-    return out.astype(dtype, copy=False)  # NaN, or a value too large for dtype: map_rows says
+    """Scores of a block: ``(X - mean) @ components.T`` (/ ``scale`` when whitening).
+
+    Centred in float64 before projecting (all digits kept), a cache-sized tile of rows at a
+    time (:func:`~ddr.stats._tiled.centred_product`: no float64 copy of a float32 block).
+    """
+    if scale is None:  # NaN, or a value too large for dtype: map_rows says
+        return centred_product(np.asarray(X), components.T, shift=mean, dtype=dtype)
+    out = centred_product(np.asarray(X), components.T, shift=mean)
+    out /= scale
+    return out.astype(dtype, copy=False)
 
 
 def inverse_block(
