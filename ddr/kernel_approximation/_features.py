@@ -14,17 +14,18 @@ map runs at the speed of that GEMM when the rest stays out of its way:
 - tiles of rows small enough that the (rows, m) kernel tile stays in a core's cache between
   the GEMM that makes it and the GEMM that uses it, in the thread's reused buffers
   (:func:`~ddr.stats._centring.scratch`); the output is the only (n, m) array;
-- float32 rows with the rbf kernel are computed in float32 end to end (single-precision GEMMs
-  run at twice the speed; scikit-learn's ``Nystroem`` also multiplies by the normalization in
-  float32 for float32 input). Measured against the float64 features of the same rows
-  (``benchmarks/results/nystroem.md``), the error is that of scikit-learn's float32 features
-  on the benchmark data (5.2e-6 against 5.3e-6, features up to 0.85, m = 1000), and up to 5x
-  it on small low-dimensional sets, where scikit-learn's distances, computed in float64, are
-  the larger part of its error (3e-6 against 6e-7 on 400 x 5 rows, m = 60): the exponent is
-  formed in float32 from the rows' own float32 values. The kernels that are not translation
-  invariant (linear, poly, sigmoid, cosine) lose most digits in float32 on data away from
-  the origin, and the laplacian kernel and callables are not a GEMM: they are computed in
-  float64 and rounded to float32 at the end. Other input is computed and returned in float64.
+- float32 rows with the rbf kernel are computed in float32 end to end (single-precision
+  GEMMs run at twice the speed; scikit-learn's ``Nystroem`` also multiplies by the
+  normalization in float32 for float32 input). Measured against the float64 features of the
+  same rows (``benchmarks/results/transform-floors.md``), the error is that of
+  scikit-learn's float32 features on the benchmark data (5.5e-6 against 6.8e-6, features up
+  to 0.87, m = 1000), up to 5x it on small low-dimensional sets, where scikit-learn's
+  distances, computed in float64, are the larger part of its error (3e-6 against 6e-7 on
+  400 x 5 rows, m = 60): the exponent is formed in float32 from the rows' own float32
+  values. The kernels that are not translation invariant (linear, poly, sigmoid, cosine)
+  lose most digits in float32 on data away from the origin, and the laplacian kernel and
+  callables are not a GEMM: they are computed in float64 and rounded to float32 at the end.
+  Other input is computed and returned in float64.
 
 The laplacian kernel and callables are evaluated by :func:`ddr.linalg.kernels.pairwise_kernel`,
 a tile at a time, before the same product.
