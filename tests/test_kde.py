@@ -147,7 +147,7 @@ def test_binned_lattice_sums_and_points_are_computed_once_per_fit(rng, monkeypat
     direct sums) of a fitted model are kept for its later calls of score_samples, shipped
     to every block, and made anew for a new fit; the blocks' log-densities are those of a
     block that finds the points itself."""
-    import ddr.density.kde as kde_module
+    import ddr.density._kde_blocks as kde_module
     from ddr.density._binned import binned_log_sums
 
     calls: dict[str, int] = {"grid_sums": 0, "lattice_tail": 0}
@@ -172,7 +172,7 @@ def test_binned_lattice_sums_and_points_are_computed_once_per_fit(rng, monkeypat
     np.testing.assert_array_equal(lazy, first)
     assert calls == {"grid_sums": 1, "lattice_tail": 1}
     H, W, h = kde.histogram_, kde._whitening_, kde.bandwidth_
-    f, _ = kde_module._lattice_sums(H, W, h, kde.kernel)
+    f, _ = kde_module.lattice_sums(H, W, h, kde.kernel)
     alone = binned_log_sums(Q, H.counts, f, H.origin, H.spacing, W, h, kde.kernel)
     np.testing.assert_array_equal(alone + kde._log_norm(h), first)
     with pytest.raises(ValueError, match="needs the lattice counts or its tail points"):

@@ -4,7 +4,6 @@ and binned (lattice + FFT) for large 1-D and 2-D data."""
 from __future__ import annotations
 
 import warnings
-import weakref
 from collections.abc import Hashable
 from numbers import Integral, Real
 from typing import Any, ClassVar
@@ -13,7 +12,6 @@ import dask
 import dask.array as da
 import numpy as np
 from scipy import linalg
-from scipy.special import logsumexp
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
@@ -36,17 +34,24 @@ from ddr.density._bandwidth import (
 )
 from ddr.density._binned import (
     LatticeHistogram,
-    binned_log_sums,
     grid_sums,
-    lattice_tail,
     loo_grid_scores,
     self_kernel,
+)
+from ddr.density._kde_blocks import (
+    binned_block,
+    cv_block,
+    exact_block_shared,
+    exact_log_sums_block,
+    exact_query,
+    lattice_sums,
+    lse_columns,
+    whiten,
 )
 from ddr.density._kernels import (
     BINNED_KERNELS,
     KERNELS,
     log_kernel_norm,
-    log_kernel_sums,
     sample_kernel,
 )
 from ddr.density.gaussian import WEIGHTS_SINGULAR
@@ -64,67 +69,6 @@ AUTO_BINNED_ROWS = 50_000
 #: apart (at 1.3e154), and every log-density would be -inf
 MIN_BANDWIDTH_RATIO = 1e-150
 _DEFAULT_BINS = {1: 4096, 2: 1024}
-
-
-# ------------------------------------------------------------ blockwise functions
-def _whiten(X: np.ndarray, center: np.ndarray, W: np.ndarray) -> np.ndarray:
-    return (np.asarray(X, dtype=np.float64) - center) @ W.T
-
-
-def exact_log_sums_block(
-    Xq: np.ndarray,
-    T: np.ndarray,
-    w: np.ndarray | None,
-    center: np.ndarray,
-    W: np.ndarray,
-    h: float,
-    kernel: str,
-    log_norm: float,
-) -> np.ndarray:
-    """``log_norm + log sum_i w_i K(|W (x - t_i)| / h)`` of a query block against a training
-    block, shape (n_queries, 1) (one column per training block, merged by log-sum-exp).
-
-    The queries are whitened a tile of rows at a time, where their sums are made
-    (:func:`~ddr.density._kernels.log_kernel_sums`): no float64 copy of the block, no
-    centred or whitened copy.
-    """
-    log_w = None
-    if w is not None:
-        with np.errstate(divide="ignore"):  # a zero weight: log 0 = -inf, no term
-            log_w = np.log(np.asarray(w, dtype=np.float64))
-    out = log_kernel_sums(Xq, _whiten(T, center, W), log_w, kernel, h, whiten=(center, W))
-    return (out + log_norm)[:, None]
-
-
-def _exact_numpy_query(Xq, T, w, center, W, h, kernel, log_norm):
-    return exact_log_sums_block(Xq, T, w, center, W, h, kernel, log_norm)[:, 0]
-
-
-def _lse_columns(parts: np.ndarray) -> np.ndarray:
-    with np.errstate(invalid="ignore"):
-        return logsumexp(parts, axis=1)
-
-
-def binned_block(
-    Xq: np.ndarray,
-    counts: np.ndarray | None,
-    f_grid: np.ndarray,
-    origin: np.ndarray,
-    spacing: np.ndarray,
-    W: np.ndarray,
-    h: float,
-    kernel: str,
-    log_norm: float,
-    tail_points: np.ndarray | None = None,
-    tail_log_counts: np.ndarray | None = None,
-) -> np.ndarray:
-    """Binned log-density of a query block, shape (n_queries,); ``tail_*`` the lattice's
-    :func:`~ddr.density._binned.lattice_tail` (found per block when None)."""
-    Xq = np.asarray(Xq, dtype=np.float64)
-    tail = None
-    if tail_points is not None and tail_log_counts is not None:
-        tail = (tail_points, tail_log_counts)
-    return binned_log_sums(Xq, counts, f_grid, origin, spacing, W, h, kernel, tail) + log_norm
 
 
 class KernelDensity(LogLikelihoodScore, DDRMixin, BaseEstimator):
@@ -498,10 +442,10 @@ class KernelDensity(LogLikelihoodScore, DDRMixin, BaseEstimator):
         if is_dask(held):
             held, held_w = dask.compute(held, held_w)
         held = np.asarray(held, dtype=np.float64)
-        Q = _whiten(held, self._center_, self._whitening_)
+        Q = whiten(held, self._center_, self._whitening_)
         blocks = self._training_blocks()
         parts = [
-            dask.delayed(_cv_block)(Q, idx, tb, wb, off, self._center_, self._whitening_,
+            dask.delayed(cv_block)(Q, idx, tb, wb, off, self._center_, self._whitening_,
                                     cands, self.kernel)
             for tb, wb, off in blocks
         ]  # fmt: skip
@@ -561,7 +505,7 @@ class KernelDensity(LogLikelihoodScore, DDRMixin, BaseEstimator):
         log_norm = float(self._log_norm(h))
         if self.algorithm_ == "binned":
             H = self.histogram_
-            f, tail = _lattice_sums(H, self._whitening_, h, self.kernel)
+            f, tail = lattice_sums(H, self._whitening_, h, self.kernel)
             # the weights themselves stay on the client: the blocks need the lattice sums
             # and the non-empty points of the tails
             args = (None, f, H.origin, H.spacing, self._whitening_, h, self.kernel, log_norm,
@@ -575,11 +519,11 @@ class KernelDensity(LogLikelihoodScore, DDRMixin, BaseEstimator):
         fixed = (self._center_, self._whitening_, h, self.kernel, log_norm)
         if not is_dask(T):
             if not rows.is_lazy:
-                out = _exact_numpy_query(rows.data, T, w, *fixed)
+                out = exact_query(rows.data, T, w, *fixed)
                 return _wrap(rows, out)
             # in-memory training data: one delayed key, shared by every query block
             ref = dask.delayed((T, w))
-            return map_rows(rows, _exact_block_shared, n_out=None, dtype=np.float64,
+            return map_rows(rows, exact_block_shared, n_out=None, dtype=np.float64,
                             name="kde", args=(ref, *fixed),
                             method="KernelDensity.score_samples")  # fmt: skip
         Q = rows.data if rows.is_lazy else da.from_array(rows.data, chunks=(4096, -1))
@@ -595,7 +539,7 @@ class KernelDensity(LogLikelihoodScore, DDRMixin, BaseEstimator):
                 meta=np.empty((0, 0)),
             )  # fmt: skip
         out = parts.rechunk({1: -1}).map_blocks(
-            _lse_columns, drop_axis=1, dtype=np.float64, meta=np.empty((0,))
+            lse_columns, drop_axis=1, dtype=np.float64, meta=np.empty((0,))
         )
         if not rows.is_lazy:
             return _wrap(rows, out.compute())
@@ -680,42 +624,6 @@ class KernelDensity(LogLikelihoodScore, DDRMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
         return tags
-
-
-#: the lattice sums of a fitted histogram at a bandwidth (one FFT convolution of the
-#: lattice: about a second for a 1024 x 1024 lattice) and its non-empty points (a scan of
-#: the lattice), kept while the histogram lives, for the later calls of score_samples of the
-#: same model: a dask graph per call waited for them on the client, and every block of it
-#: scanned the lattice again
-_LATTICE_SUMS: weakref.WeakKeyDictionary[LatticeHistogram, dict[tuple, Any]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _lattice_sums(
-    H: LatticeHistogram, W: np.ndarray, h: float, kernel: str
-) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
-    """:func:`~ddr.density._binned.grid_sums` and :func:`~ddr.density._binned.lattice_tail`
-    of ``H``, computed once per bandwidth, kernel and whitening."""
-    cached = _LATTICE_SUMS.setdefault(H, {})
-    key = (float(h), kernel, np.asarray(W, dtype=np.float64).tobytes())
-    if key not in cached:
-        cached[key] = (
-            grid_sums(H.counts, H.spacing, W, h, kernel),
-            lattice_tail(H.counts, H.origin, H.spacing, W),
-        )
-    return cached[key]
-
-
-def _exact_block_shared(Xq, ref, center, W, h, kernel, log_norm):
-    T, w = ref
-    return _exact_numpy_query(Xq, T, w, center, W, h, kernel, log_norm)
-
-
-def _cv_block(Q, idx, T, w, offset, center, W, cands, kernel):
-    log_w = None if w is None else np.log(np.asarray(w, dtype=np.float64))
-    Tz = _whiten(T, center, W)
-    return log_kernel_sums(Q, Tz, log_w, kernel, cands, exclude=idx, t_offset=offset)
 
 
 def _wrap(rows: Rows, out: Any) -> Any:
