@@ -299,3 +299,28 @@ def test_workers_restarted_for_memory_while_running_stop_the_run(here):
         out,
     ), out
     assert seconds < 90, seconds
+
+
+def test_restarts_named_by_an_old_address_count_as_idle_when_no_removed_worker_held_anything():
+    """A nanny may report each restart under the address its worker had first, while the
+    scheduler removes the worker under the address it had since (seen in the run above): the
+    restarts are idle when every removed worker held nothing, and not when one held tasks."""
+    from ddr.cluster.events import WorkerEvents
+
+    def events(held: bool) -> WorkerEvents:
+        ev = WorkerEvents(client=None)
+        ev._limits = {"tcp://a:1": 300 * 2**20}
+        for new in ("tcp://a:2", "tcp://a:3"):
+            ev._on_event((0.0, {"action": "add-worker", "worker": new}))
+            tasks = ["('fit-1', 0)"] if held else []
+            removed = {"action": "remove-worker", "worker": new, "processing-tasks": tasks}
+            ev._on_event((0.0, removed))
+        for rss in (313, 314):
+            ev._on_memory_restart((0.0, {"worker": "tcp://a:1", "rss": rss * 2**20}))
+        return ev
+
+    assert WorkerEvents(client=None)._memory_stop() is None
+    idle = events(held=False)._memory_stop()
+    assert idle is not None and "restarted 2 times" in idle and "while they held no task" in idle
+    assert "(up to 314 MiB)" in idle
+    assert events(held=True)._memory_stop() is None  # 2 restarts, fewer than allowed-failures
