@@ -304,12 +304,19 @@ def test_workers_restarted_for_memory_while_running_stop_the_run(here):
 def test_restarts_named_by_an_old_address_count_as_idle_when_no_removed_worker_held_anything():
     """A nanny may report each restart under the address its worker had first, while the
     scheduler removes the worker under the address it had since (seen in the run above): the
-    restarts are idle when every removed worker held nothing, and not when one held tasks."""
+    restarts are idle when every removed worker held nothing, and not when one held tasks;
+    the limit of a worker never seen is the cluster spec's."""
+    from types import SimpleNamespace
+
     from ddr.cluster.events import WorkerEvents
 
+    # the worker died before the run saw it: its limit is the cluster spec's
+    spec = {0: {"options": {"memory_limit": "300MiB", "nthreads": 1}}}
+    client = SimpleNamespace(cluster=SimpleNamespace(worker_spec=spec))
+
     def events(held: bool) -> WorkerEvents:
-        ev = WorkerEvents(client=None)
-        ev._limits = {"tcp://a:1": 300 * 2**20}
+        ev = WorkerEvents(client=client)
+        ev._read_spec_limit()
         for new in ("tcp://a:2", "tcp://a:3"):
             ev._on_event((0.0, {"action": "add-worker", "worker": new}))
             tasks = ["('fit-1', 0)"] if held else []
@@ -322,5 +329,5 @@ def test_restarts_named_by_an_old_address_count_as_idle_when_no_removed_worker_h
     assert WorkerEvents(client=None)._memory_stop() is None
     idle = events(held=False)._memory_stop()
     assert idle is not None and "restarted 2 times" in idle and "while they held no task" in idle
-    assert "(up to 314 MiB)" in idle
+    assert "of memory_limit 300 MiB while" in idle and "(up to 314 MiB)" in idle
     assert events(held=True)._memory_stop() is None  # 2 restarts, fewer than allowed-failures

@@ -91,6 +91,7 @@ class WorkerEvents:
         self.memory_restarts: list[tuple[str, int]] = []  # (worker, its memory) in order
         self._held: dict[str, bool] = {}  # removed worker -> whether it held tasks/results
         self._limits: dict[str, int] = {}  # worker -> memory_limit, as joined
+        self._spec_limit = 0  # the memory_limit every worker of the cluster's spec has
         self._workers: set[str] = set()
         self._lock = threading.Lock()
         self._done = threading.Event()
@@ -100,11 +101,31 @@ class WorkerEvents:
 
     def __enter__(self) -> WorkerEvents:
         self._read_limits()
+        self._read_spec_limit()
         self._workers = set(self._limits)
         self.client.subscribe_topic(self._TOPIC, self._on_event)
         self.client.subscribe_topic(self._MEMORY_TOPIC, self._on_memory_restart)
         self._watch.start()
         return self
+
+    def _read_spec_limit(self) -> None:
+        """The memory_limit the cluster object (a LocalCluster or another SpecCluster in
+        this process) gives every worker: what a worker restarted before it ever joined
+        had (its nanny's event does not say)."""
+        from distributed.worker_memory import parse_memory_limit
+
+        spec: Any = getattr(getattr(self.client, "cluster", None), "worker_spec", None)
+        try:
+            limits = {
+                parse_memory_limit(
+                    w["options"]["memory_limit"], w["options"].get("nthreads", 1), logger=log
+                )
+                for w in spec.values()
+            }
+        except Exception:  # no spec here (a remote scheduler), or another shape of it
+            return
+        if len(limits) == 1:
+            self._spec_limit = int(limits.pop() or 0)
 
     def _read_limits(self) -> None:
         try:
@@ -176,7 +197,7 @@ class WorkerEvents:
         if worker in self._limits:
             return self._limits[worker]
         known = set(self._limits.values())
-        return known.pop() if len(known) == 1 else 0
+        return known.pop() if len(known) == 1 else self._spec_limit
 
     # ----------------------------------------------------------- restarted for memory
     def _memory_stop(self) -> str | None:
