@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ddr.stats._columns import column_runs, first_not_nan, take_columns
+from ddr.stats._columns import column_runs, first_not_nan, place_columns, take_columns
 
 RNG = np.random.default_rng(0)
 
@@ -51,3 +51,20 @@ def test_first_not_nan_is_the_lowest_row_then_column():
     assert first_not_nan(block, index) == (4, 7 + 5)
     block[:, 15] = 0.0  # not among the columns asked about
     assert first_not_nan(block, np.r_[3:10]) == (5, 1)
+
+
+@pytest.mark.parametrize("index", [_long_runs(3000), _short_runs(3000), np.arange(3000)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_place_columns_equals_fancy_assignment_into_a_strided_view(index, dtype):
+    """``out[:, at] = block[:, index]`` into a float64 view of a wider block: ``at`` breaks
+    the runs of ``index`` (every 100th column skipped), so long runs are copied run by run
+    and short ones by fancy indexing."""
+    block = RNG.standard_normal((17, 3000)).astype(dtype)
+    at = np.flatnonzero(np.arange(index.size * 2) % 100 != 3)[: index.size]
+    want = np.full((17, 2 * index.size + 5), -1.0)
+    want[:, 5:][:, at] = block[:, index]
+    got = np.full_like(want, -1.0)
+    place_columns(block, index, got[:, 5:], at)
+    np.testing.assert_array_equal(got, want)
+    place_columns(block, index[:0], got[:, 5:], at[:0])  # nothing to place
+    np.testing.assert_array_equal(got, want)

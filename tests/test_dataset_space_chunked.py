@@ -1,7 +1,8 @@
 """A Dataset chunked along space (issue 32, items 1 and 4): each variable, a block of features
 on its own grid, is read as a DataArray is, in row blocks of one task each reading every stored
 chunk of its rows (:mod:`ddr.io.row_blocks`), and the variables' blocks are put side by side
-one task per row block: a pass reads each stored byte once (counted in stored bytes, as
+one task per row block (which reads the stored chunks itself where the row blocks are the
+variable's own): a pass reads each stored byte once (counted in stored bytes, as
 tests/test_space_chunked.py counts), and the fits equal those on the same values stored in
 row chunks.
 """
@@ -92,16 +93,36 @@ def stores(tmp_path):
     return ds, y, space, rows
 
 
-def test_each_variable_is_read_in_row_blocks_put_side_by_side(stores):
+def test_each_row_block_of_all_variables_is_one_task_reading_their_stored_chunks(stores):
     _, _, space, _ = stores
     data = as_rows(_open(space), sample_dim=SampleDims(("time",))).data
     layers = list(data.__dask_graph__().layers)
-    reads = [name for name in layers if name.startswith("ddr-row-blocks-")]
-    assert len(reads) == 2  # one reading layer per variable, a task per row block
-    assert all(len(data.__dask_graph__().layers[name]) == 8 for name in reads)
-    assert not [name for name in layers if "rechunk" in name or "concatenate" in name]
+    # the joining task reads each variable's stored chunks of its rows itself, copied
+    # straight into place: no task reads a variable's row block first, none rechunks
+    assert not [n for n in layers if n.startswith("ddr-row-blocks-") or "rechunk" in n]
     (joined,) = [name for name in layers if name.startswith("ddr-dataset-rows-")]
     assert len(data.__dask_graph__().layers[joined]) == 8 and data.chunks == ((6,) * 8, (65,))
+
+
+def test_a_variable_in_other_row_blocks_is_read_in_its_own_then_cut(tmp_path):
+    """sp stored in chunks of 12 time steps, t2m of 6: the joined blocks are t2m's, read by
+    the joining tasks; sp's row blocks are read by tasks of their own, then cut. Each stored
+    byte is still read once, and the fit is the same."""
+    ds, _ = _dataset(2)
+    path = tmp_path / "mixed.zarr"
+    ds[["t2m"]].chunk({"time": 6, "lat": 3, "lon": 4}).to_zarr(
+        str(path), mode="w", consolidated=False
+    )
+    ds[["sp"]].chunk({"time": 12, "y": 2}).to_zarr(str(path), mode="a", consolidated=False)
+    X = _open(path)
+    data = as_rows(X, sample_dim=SampleDims(("time",))).data
+    assert data.chunks[0] == (6,) * 8
+    reads = [n for n in data.__dask_graph__().layers if n.startswith("ddr-row-blocks-")]
+    assert len(reads) == 1 and len(data.__dask_graph__().layers[reads[0]]) == 4  # sp's
+    pca, read = _passes(path, lambda: ddr.PCA(n_components=2).fit(X, sample_dims="time"))
+    mask = {v: _first_chunks(path, v) for v in VARIABLES}
+    assert read == pytest.approx({v: 1 + mask[v] for v in VARIABLES}, abs=1e-12)
+    close(pca.components_, ddr.PCA(n_components=2).fit(ds, sample_dims="time").components_)
 
 
 def test_fits_read_each_stored_byte_once_and_equal_the_row_chunked_store(stores):
@@ -235,3 +256,33 @@ def test_each_variables_mask_and_values_are_checked_where_the_blocks_are_stacked
         r"at every sample \(NaN at sample 40 \(time=40\)\)",
     ):
         ddr.PCA(n_components=2).fit(bad.chunk(chunks), sample_dims="time")
+
+
+def test_a_stored_variables_chunks_are_checked_as_they_are_put_in_place(stores, tmp_path):
+    """Read by the joining task chunk by chunk, a variable stored along space has the same
+    checks and messages: of two masked points with a value in other chunks the one at the
+    first sample is named (then the first feature), and a NaN at a kept point by its
+    feature and sample."""
+    ds = stores[0]
+    space = {"time": 6, "lat": 3, "lon": 4, "y": 2, "x": 5}
+    bad = ds.copy(deep=True)
+    bad["t2m"][31, 4, 7] = 5.0  # the last chunk along space
+    bad["t2m"][33, 0, 0] = 6.0  # the first, two samples later
+    bad["t2m"][31, 0, 0] = 7.0  # same sample, an earlier feature
+    path = _store(tmp_path / "masked.zarr", bad, space)
+    with pytest.raises(
+        ValueError,
+        match=r"^X\['t2m'\]: the feature at lat=-50.0, lon=0.0 is NaN at the first sample "
+        r"\(time=0\), so it was taken as masked .* but it has a value at sample 31 \(time=31\)",
+    ):
+        ddr.PCA(n_components=2).fit(_open(path), sample_dims="time")
+    bad = ds.copy(deep=True)
+    bad["sp"][40, 3, 4] = np.nan
+    bad["sp"][41, 0, 0] = np.nan
+    path = _store(tmp_path / "holes.zarr", bad, space)
+    with pytest.raises(
+        ValueError,
+        match=r"^X\['sp'\]: the feature at y\[0\], x\[0\] is NaN at some samples but not "
+        r"at every sample \(NaN at sample 41 \(time=41\)\)",
+    ):
+        ddr.PCA(n_components=2).fit(_open(path), sample_dims="time")

@@ -27,14 +27,14 @@ import dask
 import dask.array as da
 import numpy as np
 from dask.base import tokenize
-from dask.highlevelgraph import HighLevelGraph
+from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 from dask.utils import parse_bytes
 
 from ddr.io.csr import MIN_BLOCKS
 from ddr.io.zarr_chunks import StoredChunks
 from ddr.stats._whole_rows import block_task_nbytes, task_budget
 
-__all__ = ["block_rows", "row_blocks"]
+__all__ = ["RowBlocksLayer", "block_rows", "row_blocks"]
 
 
 def block_rows(stored: int, n: int, row_bytes: int, target: int, cap: int | None = None) -> int:
@@ -102,15 +102,44 @@ def row_blocks(source: StoredChunks, whole_axes: tuple[int, ...]) -> da.Array:
     token = tokenize(source, tuple(chunks))
     name = f"ddr-row-blocks-{token}"
     starts = [np.cumsum((0, *c[:-1])).tolist() for c in chunks]
-    layer: dict[Any, Any] = {}
-    for index in itertools.product(*(range(len(c)) for c in chunks)):
-        region = tuple(
+    regions = {
+        index: tuple(
             (int(starts[a][i]), int(starts[a][i] + chunks[a][i])) for a, i in enumerate(index)
         )
-        layer[(name, *index)] = (_read_block, source, region)
+        for index in itertools.product(*(range(len(c)) for c in chunks))
+    }
+    tasks = {(name, *index): (_read_block, source, region) for index, region in regions.items()}
+    layer = RowBlocksLayer(tasks, source, regions)
     graph = HighLevelGraph.from_collections(name, layer, dependencies=())
     meta = np.empty((0,) * source.ndim, dtype=source.dtype)
     return da.Array(graph, name, tuple(chunks), meta=meta)
+
+
+class RowBlocksLayer(MaterializedLayer):
+    """The tasks of :func:`row_blocks`, which also tell what each block reads: a task that
+    puts the rows elsewhere (a Dataset's variables side by side,
+    :mod:`ddr.stats._grid_blocks`) can then read the stored chunks itself
+    (``source.pieces(regions[index])``) instead of copying the block this layer makes.
+
+    Parameters
+    ----------
+    tasks : dict
+        The layer's tasks, one per block.
+    source : StoredChunks
+        What every block is read from.
+    regions : dict
+        A block's index (its chunk coordinates) -> its ``[start, stop)`` per axis.
+    """
+
+    def __init__(
+        self,
+        tasks: dict[Any, Any],
+        source: StoredChunks,
+        regions: dict[tuple[int, ...], tuple[tuple[int, int], ...]],
+    ):
+        super().__init__(tasks)
+        self.source = source
+        self.regions = regions
 
 
 def _spans(n: int, step: int) -> tuple[int, ...]:
@@ -118,30 +147,17 @@ def _spans(n: int, step: int) -> tuple[int, ...]:
 
 
 def _read_block(source: StoredChunks, region: tuple[tuple[int, int], ...]) -> np.ndarray:
-    """The values in ``region`` (``[start, stop)`` per axis, on stored chunk bounds), read
-    chunk by chunk: each through ddr's reader, which decodes it without zarr's copy, and
-    placed in the block (the one copy a block made of several chunks needs)."""
-    shape = tuple(stop - start for start, stop in region)
-    whole = tuple(slice(start, stop) for start, stop in region)
-    if not source.direct:
-        # zarr's own slicing reads each chunk (or shard) the region covers once
-        return np.asarray(source[whole])
-    grid = [
-        range(start // c, -(-stop // c))
-        for (start, stop), c in zip(region, source.chunks, strict=True)
-    ]
-    cells = list(itertools.product(*grid))
-    if len(cells) == 1:
-        return np.asarray(source[whole])
-    out = np.empty(shape, dtype=source.dtype)
-    for coords in cells:
-        key = tuple(
-            slice(i * c, min((i + 1) * c, n))
-            for i, c, n in zip(coords, source.chunks, source.shape, strict=True)
-        )
-        at = tuple(
-            slice(k.start - start, k.stop - start)
-            for k, (start, _) in zip(key, region, strict=True)
-        )
-        out[at] = source[key]
+    """The values in ``region`` (on stored chunk bounds), read chunk by chunk through ddr's
+    reader (:meth:`~ddr.io.zarr_chunks.StoredChunks.pieces`, decoded without zarr's copy)
+    and placed in the block: the one copy a block made of several chunks needs."""
+    pieces = source.pieces(region)
+    at, values = next(pieces)
+    following = next(pieces, None)
+    if following is None:  # one chunk (or zarr's read of the region): the block as read
+        return np.asarray(values)
+    out = np.empty(tuple(stop - start for start, stop in region), dtype=source.dtype)
+    out[at] = values
+    out[following[0]] = following[1]
+    for at, values in pieces:
+        out[at] = values
     return out

@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +149,34 @@ class StoredChunks:
             raise
         except _DECODE_ERRORS as e:
             raise self._corrupt(key, e) from e
+
+    def pieces(
+        self, region: tuple[tuple[int, int], ...]
+    ) -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
+        """The values in ``region`` (``[start, stop)`` per axis, on stored chunk bounds), one
+        stored chunk at a time, as decoded (no copy): ``(at, values)``, ``at`` the slices of
+        ``values`` in the region. An array ddr's reader cannot read chunk by chunk (see
+        :func:`direct_readable`) gives the region whole, read by zarr."""
+        if not self.direct:
+            yield (
+                tuple(slice(0, stop - start) for start, stop in region),
+                self[tuple(slice(start, stop) for start, stop in region)],
+            )
+            return
+        grid = [
+            range(start // c, -(-stop // c))
+            for (start, stop), c in zip(region, self.chunks, strict=True)
+        ]
+        for coords in itertools.product(*grid):
+            key = tuple(
+                slice(i * c, min((i + 1) * c, n))
+                for i, c, n in zip(coords, self.chunks, self.shape, strict=True)
+            )
+            at = tuple(
+                slice(k.start - start, k.stop - start)
+                for k, (start, _) in zip(key, region, strict=True)
+            )
+            yield at, self[key]
 
     def _read(self, key: Any) -> np.ndarray:
         coords = self._chunk_of(key) if self.direct else None

@@ -11,12 +11,17 @@ ragged coastline on a fine grid) the per-run call would dominate, and fancy inde
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
-__all__ = ["column_runs", "first_not_nan", "take_columns"]
+__all__ = ["column_runs", "first_not_nan", "place_columns", "take_columns"]
 
 #: copy by runs when the runs are at least this many columns long on average
 _LONG_RUN = 32
+#: the same for :func:`place_columns`, whose other way both gathers and scatters: on 365
+#: rows, runs of 8 columns are copied in 0.20 ms by runs against 0.25 ms fancy (45 runs)
+_PLACED_RUN = 8
 
 
 def column_runs(index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -58,6 +63,28 @@ def take_columns(block: np.ndarray, index: np.ndarray, out: np.ndarray | None = 
         out[:, at : at + b - a] = block[:, a:b]
         at += b - a
     return out
+
+
+def place_columns(block: np.ndarray, index: np.ndarray, out: np.ndarray, at: np.ndarray) -> None:
+    """``out[:, at] = block[:, index]`` (both increasing), by runs where both go up by one.
+
+    Parameters
+    ----------
+    block : ndarray of shape (n, d)
+    index : ndarray of int of shape (k,)
+    out : ndarray of shape (n, m)
+        Any strides; cast from ``block``'s dtype where they differ.
+    at : ndarray of int of shape (k,)
+    """
+    if index.size == 0:
+        return
+    breaks = np.flatnonzero((np.diff(index) != 1) | (np.diff(at) != 1)) + 1
+    if (breaks.size + 1) * _PLACED_RUN > index.size:
+        out[:, at] = block[:, index]
+        return
+    for s, e in itertools.pairwise([0, *breaks.tolist(), index.size]):
+        a, b = int(index[s]), int(at[s])
+        out[:, b : b + e - s] = block[:, a : a + e - s]
 
 
 def first_not_nan(block: np.ndarray, index: np.ndarray) -> tuple[int, int] | None:

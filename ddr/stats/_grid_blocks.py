@@ -6,15 +6,18 @@ sea-surface temperature and sea-level pressure on their own grids is one fit of 
 Each variable is read as a DataArray is (:func:`ddr.stats._grid.grid_rows` through ddr's
 reader): a variable of a Zarr store chunked along space comes in row blocks, one task per
 block reading every stored chunk of its rows (:mod:`ddr.io.row_blocks`), so a pass reads
-each stored byte once. The variables' row blocks are then put side by side by one task per
-row block (no rechunk of the columns), which also selects each variable's kept features
-(those not masked) into its place and checks them (:func:`ddr.stats._grid.select_into`):
-the one copy of the data between the reading task and the statistics. Where the
+each stored byte once. The variables' row blocks are put side by side by one task per row
+block (no rechunk of the columns), which also selects each variable's kept features (those
+not masked) into its place and checks them (:func:`ddr.stats._grid_select.select_into`).
+Where a variable's row blocks are those of the result, that task reads its stored chunks
+itself and copies each chunk's kept features straight into place
+(:func:`ddr.stats._grid_select.select_pieces`): one copy between the store's decoded chunk
+and the statistics, where reading the variable's block first would make two. Where the
 variables' row blocks differ (stored in other chunks along time, or grouped otherwise for
-their widths) they are first cut at the boundaries of all of them, and where the blocks
-side by side would not fit one task of a worker (:func:`ddr.stats._whole_rows.task_budget`)
-they are cut into smaller row blocks: the reading tasks are not changed, each still reads
-its stored chunks once.
+their widths) they are cut at the boundaries of all of them, and where the blocks side by
+side would not fit one task of a worker (:func:`ddr.stats._whole_rows.task_budget`) they
+are cut into smaller row blocks; a variable whose row blocks are cut is read by tasks of its
+own, each still reading its stored chunks once.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from dask.highlevelgraph import HighLevelGraph
 
 from ddr._hooks import dask_reader
 from ddr.stats._grid import FeatureLayout, GridRows, free_name, grid_rows
-from ddr.stats._grid_select import select_into
+from ddr.stats._grid_select import select_into, select_pieces
 from ddr.stats._whole_rows import check_row_blocks, rows_that_fit, task_budget
 
 __all__ = ["FeatureBlocks", "dataset_rows"]
@@ -141,7 +144,12 @@ def dataset_rows(
     data: Any
     if any(isinstance(b, da.Array) for b in blocks):
         widths = [p.layout.n_kept if p.pending else int(p.data.shape[1]) for p in parts]
-        data = _side_by_side([da.asarray(b) for b in blocks], [p.pending for p in parts], widths)
+        data = _side_by_side(
+            [da.asarray(b) for b in blocks],
+            [p.pending for p in parts],
+            widths,
+            [_stored_reads(p) for p in parts],
+        )
         # cut to fit a task where a row fits: what is left to refuse is a row too wide
         check_row_blocks(
             data, (0,), name,
@@ -158,13 +166,47 @@ def dataset_rows(
     return GridRows(data, tuple(sample_dims), parts[0].sample_dim, layout, template)
 
 
+@dataclasses.dataclass(frozen=True)
+class _StoredBlock:
+    """A variable's row block as the stored chunks it is read from: ``source.pieces(region)``
+    (``ddr.io.zarr_chunks.StoredChunks``), of a feature grid of sizes ``grid``."""
+
+    source: Any
+    region: tuple[tuple[int, int], ...]
+    grid: tuple[int, ...]
+
+
+def _stored_reads(part: GridRows) -> tuple[Any, tuple[int, ...], list[Any]] | None:
+    """Where ddr's reader made a variable's rows one task per row block
+    (``ddr.io.row_blocks.RowBlocksLayer``, over the array as stored, in the order of its
+    rows): ``(source, row chunks, the region of each block)``, else None."""
+    arr = part.template.data  # the reader's array, unless transposed to the rows' dim order
+    if not isinstance(arr, da.Array) or len(part.sample_dims) != 1:
+        return None
+    graph = arr.__dask_graph__()
+    layer = graph.layers.get(arr.name) if isinstance(graph, HighLevelGraph) else None
+    source, regions = getattr(layer, "source", None), getattr(layer, "regions", None)
+    if source is None or not isinstance(regions, dict):
+        return None
+    if any(len(c) != 1 for c in arr.chunks[1:]):
+        return None
+    rest = (0,) * (arr.ndim - 1)
+    return source, arr.chunks[0], [regions[(i, *rest)] for i in range(len(arr.chunks[0]))]
+
+
 def _side_by_side(
-    blocks: list[da.Array], pending: list[tuple[Any, ...] | None], widths: list[int]
+    blocks: list[da.Array],
+    pending: list[tuple[Any, ...] | None],
+    widths: list[int],
+    stored: list[tuple[Any, tuple[int, ...], list[Any]] | None],
 ) -> da.Array:
     """The variables' rows (each whole along its columns) side by side: one task per row
     block, on row blocks common to all of them and small enough for one task, which selects
     each variable's kept columns where ``pending`` says (``GridRows.pending``) into its
-    ``widths`` columns of the block."""
+    ``widths`` columns of the block. A variable whose row blocks ddr's reader makes from
+    several stored chunks each (``stored``, :func:`_stored_reads`) is read by that task, its
+    chunks copied straight into place, where its row blocks are those of the result: the
+    one copy of its data between the store and the statistics."""
     dtype = np.result_type(*(b.dtype for b in blocks))
     rows = _common_rows([b.chunks[0] for b in blocks])
     width = sum(widths)
@@ -173,23 +215,30 @@ def _side_by_side(
         # the block as put together and the float64 copy the statistics work on
         fit = rows_that_fit(budget, width, max(b.dtype.itemsize for b in blocks))
         rows = _at_most(rows, fit)
+    reads = [r if r is not None and r[1] == rows else None for r in stored]
     blocks = [b if b.chunks[0] == rows else b.rechunk({0: rows}) for b in blocks]
     blocks = [b if len(b.chunks[1]) == 1 else b.rechunk({1: -1}) for b in blocks]
     # the selections (masks, the messages' names and coordinates) once in the graph
     shared = dask.delayed(tuple(pending), pure=True)
     name = f"ddr-dataset-rows-{tokenize(*blocks, shared, dtype)}"
     starts = itertools.accumulate(rows, initial=0)
-    layer: dict[Any, Any] = {
-        (name, i, 0): (_stack, [(b.name, i, 0) for b in blocks], shared.key, start, widths, dtype)
-        for i, start in zip(range(len(rows)), starts, strict=False)
-    }
-    deps: list[Any] = [*blocks, shared]  # collections, as dask's stubs do not say
+    layer: dict[Any, Any] = {}
+    for i, start in zip(range(len(rows)), starts, strict=False):
+        parts = [
+            (b.name, i, 0)
+            if r is None
+            else _StoredBlock(r[0], r[2][i], tuple(int(n) for n in r[0].shape[1:]))
+            for b, r in zip(blocks, reads, strict=True)
+        ]
+        layer[(name, i, 0)] = (_stack, parts, shared.key, start, widths, dtype)
+    # collections, as dask's stubs do not say; a variable read in the task is none
+    deps: list[Any] = [b for b, r in zip(blocks, reads, strict=True) if r is None] + [shared]
     graph = HighLevelGraph.from_collections(name, layer, dependencies=deps)
     return da.Array(graph, name, (rows, (width,)), meta=np.empty((0, 0), dtype=dtype))
 
 
 def _stack(
-    parts: list[np.ndarray],
+    parts: list[np.ndarray | _StoredBlock],
     pending: tuple[tuple[Any, ...] | None, ...],
     start: int,
     widths: list[int],
@@ -197,11 +246,15 @@ def _stack(
 ) -> np.ndarray:
     """One row block of every variable, side by side (the columns in the variables' order),
     each variable's kept columns selected and checked into its place."""
-    out = np.empty((parts[0].shape[0], sum(widths)), dtype=dtype)
+    first = parts[0]
+    n = first.region[0][1] - first.region[0][0] if isinstance(first, _StoredBlock) else len(first)
+    out = np.empty((n, sum(widths)), dtype=dtype)
     at = 0
     for part, selection, w in zip(parts, pending, widths, strict=True):
         view = out[:, at : at + w]
-        if selection is None:  # selected before (a variable in memory) or nothing to select
+        if isinstance(part, _StoredBlock):
+            select_pieces(part.source.pieces(part.region), part.grid, selection, start, view)
+        elif selection is None:  # selected before (a variable in memory) or nothing to select
             np.copyto(view, part, casting="same_kind")
         else:
             kept, masked, where = selection

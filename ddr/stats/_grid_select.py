@@ -10,15 +10,18 @@ copied out (into their place among a Dataset's variables, :mod:`ddr.stats._grid_
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable
+import math
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 import numpy as np
 
 from ddr.stats._checks import block_start, sum_is_finite
-from ddr.stats._columns import first_not_nan, take_columns
+from ddr.stats._columns import first_not_nan, place_columns, take_columns
 
-__all__ = ["Where", "select_block", "select_into", "show_value", "unravel_sample"]
+__all__ = [
+    "Where", "select_block", "select_into", "select_pieces", "show_value", "unravel_sample",
+]  # fmt: skip
 
 
 def unravel_sample(info: tuple[tuple[Hashable, ...], tuple[int, ...], dict], row: int) -> str:
@@ -122,6 +125,64 @@ def select_into(
         np.copyto(out, block, casting="same_kind")
     else:
         out = block
+    _check_kept(out, kept, where, start)
+    return out
+
+
+def select_pieces(
+    pieces: Iterable[tuple[tuple[slice, ...], np.ndarray]],
+    grid: tuple[int, ...],
+    selection: tuple[np.ndarray | None, np.ndarray, Where] | None,
+    start: int,
+    out: np.ndarray,
+) -> None:
+    """:func:`select_into` of a row block given as the stored chunks it is read from: each
+    chunk's kept features copied straight into their columns of ``out``, with the same
+    checks and messages.
+
+    Parameters
+    ----------
+    pieces : iterable of (tuple of slice, ndarray)
+        The block's chunks: ``at`` (the chunk's rows in the block, then its place along each
+        feature dim of ``grid``) and its values, of shape (rows, ...) (its sizes along them)
+        (``ddr.io.zarr_chunks.StoredChunks.pieces``).
+    grid : tuple of int
+        The feature dims' sizes (C order over them gives the features).
+    selection : tuple or None
+        ``(kept, masked, where)`` as for :func:`select_into`; None: every feature, unchecked.
+    start : int
+        The row of the block's first row (for messages).
+    out : ndarray of shape (n_rows, n_kept)
+        Any strides; written whole.
+    """
+    kept, _, where = (None, None, None) if selection is None else selection
+    ids = np.arange(math.prod(grid)).reshape(grid)
+    if kept is None:
+        column = ids.ravel()
+    else:
+        column = np.full(ids.size, -1, dtype=np.int64)
+        column[kept] = np.arange(kept.size)
+    first: tuple[int, int] | None = None  # (row, feature) of the first masked value
+    for at, values in pieces:
+        rows, features = at[0], ids[at[1:]].ravel()
+        flat = values.reshape(values.shape[0], features.size)
+        dest = column[features]
+        index = np.flatnonzero(dest >= 0)
+        if index.size < features.size and where is not None:
+            lost = np.flatnonzero(dest < 0)
+            if (found := first_not_nan(flat, lost)) is not None:
+                here = (rows.start + found[0], int(features[lost[found[1]]]))
+                first = here if first is None else min(first, here)
+        place_columns(flat, index, out[rows], dest[index])
+    if where is None:
+        return
+    if first is not None:
+        raise ValueError(where.masked_has_value(first[1], start + first[0]))
+    _check_kept(out, kept, where, start)
+
+
+def _check_kept(out: np.ndarray, kept: np.ndarray | None, where: Where, start: int) -> None:
+    """Unless the estimator takes missing values, no NaN in the kept columns ``out``."""
     if not where.missing_ok and not sum_is_finite(out):
         nan = np.isnan(out)
         if nan.any():  # infinity is the estimator's to refuse, with its own message
@@ -129,7 +190,6 @@ def select_into(
             r = int(np.flatnonzero(nan[:, c])[0])
             j = c if kept is None else int(kept[c])
             raise ValueError(where.partial_nan(j, start + r))
-    return out
 
 
 def show_value(v: Any) -> str:
