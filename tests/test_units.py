@@ -311,8 +311,17 @@ def test_statistics_declare_units_of_their_readouts_only():
             yield sub
             yield from subclasses(sub)
 
+    import importlib
+    import pkgutil
+
+    import ddr.stats
+
+    for module in pkgutil.iter_modules(ddr.stats.__path__):
+        importlib.import_module(f"ddr.stats.{module.name}")  # every statistic ddr has
     for cls in subclasses(Statistic):
         assert set(cls.readout_units) <= set(cls.readouts), cls.__name__
+        # every read-out says its units, but the class labels, which are in none
+        assert set(cls.readouts) - set(cls.readout_units) <= {"classes"}, cls.__name__
     from ddr.stats import ClassMoments, Moments
 
     assert Moments.readout_units["variance"] == 2 and ClassMoments.readout_units["means"] == 1

@@ -68,6 +68,7 @@ class CategoricalCounts(Statistic):
         "counts": ("class", FEATURE_DIM, "category"),
         "class_counts": ("class",),
     }
+    readout_units: ClassVar[dict[str, int | None]] = {"counts": 0, "class_counts": 0}
     _fields_as: ClassVar[dict[str, str]] = {
         "counts": "float64", "n_categories": "int64", "classes": "labels",
     }  # fmt: skip

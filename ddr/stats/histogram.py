@@ -124,6 +124,9 @@ class Histogram(Statistic):
         "class_counts": ("class",),
         "bin_width": (FEATURE_DIM,),
     }
+    readout_units: ClassVar[dict[str, int | None]] = {
+        "counts": 0, "class_counts": 0, "bin_width": 1,
+    }  # fmt: skip
     check_invariant = ("classes", "class_counts")
     _fields_as: ClassVar[dict[str, str]] = {
         "counts": "float64", "start": "int64", "exponent": "int64", "lo": "float64",

@@ -311,6 +311,8 @@ class GaussianMixtureSums(Statistic):
         "mean": ("component", "{feature}"),
         "loglik": (),
     }
+    # the log-likelihood is a log-density: in no power of the data's units
+    readout_units: ClassVar[dict[str, int | None]] = {"weight": 0, "mean": 1, "loglik": None}
     _fields_as: ClassVar[dict[str, str]] = {
         "n_rows": "int", "loglik": "float", "weight": "float64", "mean": "float64",
         "scatter": "float64",

@@ -303,6 +303,9 @@ class PLSASums(Statistic):
         "n_docs": (),
         "n_tokens": (),
     }
+    readout_units: ClassVar[dict[str, int | None]] = {
+        "topic_word": 0, "loglik": None, "n_docs": 0, "n_tokens": 0,
+    }  # fmt: skip
     _fields_as: ClassVar[dict[str, str]] = {
         "topic_word": "float64", "loglik": "float", "n_docs": "float", "n_tokens": "float",
     }  # fmt: skip
