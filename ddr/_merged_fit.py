@@ -213,6 +213,7 @@ def merge_fits(*models: Any) -> Any:
                 f"merge_fits: model {i} was fitted with {_describe(_shape_facts(model))}, "
                 f"model 0 with {_describe(_shape_facts(first))}"
             )
+        _check_same_features(model, first, i)
         if not _same_feature_weights(model, first):
             raise ValueError(
                 f"merge_fits: model {i}'s feature_weights differ from model 0's; the merged "
@@ -226,12 +227,71 @@ def merge_fits(*models: Any) -> Any:
         setattr(out, fact, value)
     if hasattr(first, "feature_names_in_"):
         out.feature_names_in_ = first.feature_names_in_
+    for fact in getattr(first, "_feature_facts", ()):  # grids, coordinates and units
+        if hasattr(first, fact):
+            setattr(out, fact, getattr(first, fact))
     if getattr(first, "feature_weights_", None) is not None:  # the solve applies them
         out.feature_weights_ = first.feature_weights_
     out = out._solve_statistics(merged)
     if isinstance(out, MergedFitMixin):
         setattr(out, out._statistics_attr, merged)
     return out
+
+
+def _check_same_features(model: Any, first: Any, i: int) -> None:
+    """Refuse a model fitted on other features than model 0: another grid (dims, sizes,
+    coordinates or mask; a Dataset's variables), other feature coordinates or other units,
+    for X and, for two views, for Y. Their statistics would merge, but not mean the same
+    features."""
+    for view, prefix in (("X", ""), ("Y", "y_")):
+        grid = getattr(model, f"{prefix}feature_layout_", None)
+        base = getattr(first, f"{prefix}feature_layout_", None)
+        said = f"merge_fits: model {i}'s {view}"
+        if (grid is None) != (base is None):
+            how = ("was", "was not") if grid is not None else ("was not", "was")
+            raise ValueError(
+                f"{said} {how[0]} fitted as a grid (an N-D DataArray or a Dataset) and model "
+                f"0's {how[1]}; merge fits on the same grid"
+            )
+        if grid is not None:
+            _check_same_grid(grid, base, said)
+        coords = getattr(model, f"{prefix}feature_coords_", None)
+        base_coords = getattr(first, f"{prefix}feature_coords_", None)
+        if (coords is None) != (base_coords is None) or not np.array_equal(
+            np.asarray(coords), np.asarray(base_coords)
+        ):
+            raise ValueError(f"{said} has other feature coordinates than model 0's")
+        units = getattr(model, f"{prefix}feature_units_", None)
+        base_units = getattr(first, f"{prefix}feature_units_", None)
+        if units != base_units:
+            raise ValueError(f"{said} is in units {units!r}, model 0's in {base_units!r}")
+
+
+def _check_same_grid(grid: Any, base: Any, said: str) -> None:
+    """``grid`` (a FeatureLayout, or a Dataset's FeatureBlocks) is ``base``: the same
+    variables, and for each the same dims, sizes, coordinates and mask."""
+    variables = getattr(grid, "variables", None)
+    if variables != getattr(base, "variables", None):
+        raise ValueError(
+            f"{said} has the variables {variables}, model 0's {getattr(base, 'variables', None)}"
+        )
+    parts = zip(getattr(grid, "layouts", (grid,)), getattr(base, "layouts", (base,)), strict=True)
+    for k, (part, ref) in enumerate(parts):
+        where = said if variables is None else f"{said}[{variables[k]!r}]"
+        if part.dims != ref.dims:
+            raise ValueError(f"{where} has the feature dims {part.dims}, model 0's {ref.dims}")
+        try:
+            ref.check_same(part, where)
+        except ValueError as e:
+            raise ValueError(f"{e} (model 0's)") from None
+        differ = np.setxor1d(part.masked, ref.masked)
+        if differ.size:
+            j = int(differ[0])
+            whose = "model 0's mask but not in its own" if j in ref.masked else "its mask only"
+            raise ValueError(
+                f"{where} has another mask than model 0's: the feature at {ref.describe(j)} is "
+                f"in {whose}; merged statistics need the same features kept"
+            )
 
 
 def _same_feature_weights(a: Any, b: Any) -> bool:

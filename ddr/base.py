@@ -117,6 +117,11 @@ class DDRMixin:
     #: True (in its own class body) for a family base that is not an estimator by itself:
     #: its tags are checked in its subclasses
     _abstract_estimator: ClassVar[bool] = False
+    #: what a fit remembers of its input's features (:meth:`_remember_features`): its grid,
+    #: coordinates and units, which fitted attributes and outputs are labelled with
+    _feature_facts: ClassVar[tuple[str, ...]] = (
+        "feature_dim_", "feature_coords_", "feature_layout_", "sample_dims_", "feature_units_"
+    )  # fmt: skip
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -345,9 +350,7 @@ class DDRMixin:
 
     def _forget_features(self) -> None:
         """Drop what a previous fit remembered of its input's features."""
-        for attr in (
-            "feature_dim_", "feature_coords_", "feature_layout_", "sample_dims_", "feature_units_"
-        ):  # fmt: skip
+        for attr in DDRMixin._feature_facts:
             self.__dict__.pop(attr, None)
 
     def _remember_features(self, rows: Rows) -> None:

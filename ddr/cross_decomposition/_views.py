@@ -18,7 +18,7 @@ with ``Y_FEATURE``) on Y's grid, NaN at Y's mask.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, ClassVar
 
 import dask.array as da
 import numpy as np
@@ -68,6 +68,7 @@ class TwoViewMixin(MergedFitMixin, DDRMixin):
     """
 
     _abstract_estimator = True
+    _feature_facts: ClassVar[tuple[str, ...]] = (*DDRMixin._feature_facts, *_Y_FACTS)
 
     def __ddr_tags__(self) -> DDRTags:
         tags = super().__ddr_tags__()
