@@ -325,3 +325,47 @@ def test_the_maps_plot_draws_y_weights_on_y_grid():
     assert fig.axes[-1].get_ylabel() == "y_weights (hPa-1)"  # the colour bar: what it is in
     xfig = draw_maps(cca, None, "x_weights_", 2)
     assert [ax.get_xlabel() for ax in xfig.axes if ax.get_title()][:1] == ["lon"]
+
+
+def test_a_grid_y_beside_a_plain_x_in_a_pipeline_takes_the_mask_read_while_planning(
+    tmp_path, monkeypatch
+):
+    """X a 2-D input (time, feature), Y a grid input: Y's mask was read while planning, so
+    neither the fit nor the transform reads Y's first sample again (each input read once a
+    pass), and Y's maps are the direct fit's."""
+    monkeypatch.chdir(tmp_path)
+    X, Y = fields()
+    flat = xr.DataArray(stacked(X), dims=("time", "feature"), coords={"time": X.time})
+    xr.Dataset({"t": flat, "p": Y}).chunk({"time": 50}).to_zarr("f.zarr", consolidated=False)
+    text = textwrap.dedent(
+        """\
+        ddr: 1
+        name: plain-x-grid-y
+        inputs:
+          X: {path: f.zarr, array: t}
+          Y: {path: f.zarr, array: p, sample_dims: time}
+        steps:
+          cca: {op: CCA.fit, inputs: {X: X, y: Y}, with: {n_components: 2}}
+          v: {op: CCA.transform, inputs: {model: cca, X: X, y: Y}}
+        outputs:
+          - {kind: zarr, from: {y_weights: cca.y_weights_}, path: y.zarr}
+          - {kind: zarr, from: {xs: v, ys: v.y_data}, path: v.zarr}
+        """
+    )
+    (tmp_path / "p.yaml").write_text(text)
+    plan = plan_pipeline("p.yaml", [])
+    summary = run_plan(plan)
+    data = xr.open_zarr("f.zarr", consolidated=False)
+    est = ddr.CCA(n_components=2).fit(data["t"], data["p"])
+    ymaps = xr.open_zarr("y.zarr", consolidated=False)
+    assert ymaps["y_weights"].dims == ("south", "east", "component")
+    np.testing.assert_allclose(
+        ymaps["y_weights"].values, est.as_xarray("y_weights_").values, rtol=1e-10
+    )
+    v = xr.open_zarr("v.zarr", consolidated=False)
+    np.testing.assert_allclose(
+        v["ys"].values, est.transform(data["t"], data["p"])[1].values, rtol=1e-9
+    )
+    planned = {name: float(p) for name, p in plan.passes().items()}
+    assert planned == {"X": 2.0, "Y": 2.0}
+    assert summary.passes == pytest.approx(planned, abs=0.01)

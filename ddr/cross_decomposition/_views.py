@@ -342,18 +342,21 @@ def _y_sample_dims(rows: Rows, sample_dim: Hashable | None, y: Any) -> Hashable 
     """The sample dims Y is read over: X's (a grid's, or a 2-D DataArray's sample dim),
     else those given. X's own mask (``sample_dim``'s) is never Y's: Y's is the one Y
     carries (a pipeline's grid input marks its DataArray with the :class:`SampleDims` and
-    mask it read while planning, so the fit reads no sample of Y to find it), else the fit
-    finds it."""
+    mask it read while planning, so the fit reads no sample of Y to find it; X need not be
+    a grid), else the fit finds it."""
     if rows.sample_dims:
-        marked = [
-            v for v in getattr(y, "attrs", {}).values()
-            if isinstance(v, SampleDims) and v.mask is not None
-            and tuple(v) == tuple(rows.sample_dims)
-        ]  # fmt: skip
-        return marked[0] if len(marked) == 1 else SampleDims(rows.sample_dims)
-    if sample_dim is None and rows.kind == "xarray":
-        return rows.sample_dim
-    return sample_dim
+        dims: tuple[Hashable, ...] = tuple(rows.sample_dims)
+    elif rows.kind == "xarray" and (sample_dim is None or sample_dim == rows.sample_dim):
+        dims = (rows.sample_dim,)
+    else:
+        return sample_dim
+    marked = [
+        v for v in getattr(y, "attrs", {}).values()
+        if isinstance(v, SampleDims) and v.mask is not None and tuple(v) == dims
+    ]  # fmt: skip
+    if len(marked) == 1:
+        return marked[0]
+    return SampleDims(dims) if rows.sample_dims else rows.sample_dim
 
 
 def _aligned_samples(y: Any, rows: Rows) -> Any:
