@@ -22,7 +22,6 @@ __all__ = [
     "LATTICE_SUMS",
     "binned_block",
     "cv_block",
-    "exact_block_shared",
     "exact_log_sums_block",
     "exact_query",
     "lattice_sums",
@@ -124,21 +123,6 @@ def lattice_sums(
             lattice_tail(H.counts, H.origin, H.spacing, W),
         )
     return cached[key]
-
-
-def exact_block_shared(
-    Xq: np.ndarray,
-    ref: tuple[np.ndarray, np.ndarray | None],
-    center: np.ndarray,
-    W: np.ndarray,
-    h: float,
-    kernel: str,
-    log_norm: float,
-) -> np.ndarray:
-    """:func:`exact_query` of a block against the training points ``ref`` = (T, w), shipped
-    once to the workers."""
-    T, w = ref
-    return exact_query(Xq, T, w, center, W, h, kernel, log_norm)
 
 
 def cv_block(

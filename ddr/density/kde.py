@@ -41,7 +41,6 @@ from ddr.density._binned import (
 from ddr.density._kde_blocks import (
     binned_block,
     cv_block,
-    exact_block_shared,
     exact_log_sums_block,
     exact_query,
     lattice_sums,
@@ -521,10 +520,9 @@ class KernelDensity(LogLikelihoodScore, DDRMixin, BaseEstimator):
             if not rows.is_lazy:
                 out = exact_query(rows.data, T, w, *fixed)
                 return _wrap(rows, out)
-            # in-memory training data: one delayed key, shared by every query block
-            ref = dask.delayed((T, w))
-            return map_rows(rows, exact_block_shared, n_out=None, dtype=np.float64,
-                            name="kde", args=(ref, *fixed),
+            # in-memory training data: sent to the workers once (map_rows), for every block
+            return map_rows(rows, exact_query, n_out=None, dtype=np.float64, name="kde",
+                            args=(T, w, *fixed),
                             method="KernelDensity.score_samples")  # fmt: skip
         Q = rows.data if rows.is_lazy else da.from_array(rows.data, chunks=(4096, -1))
         weights: tuple[Any, Any] = (None, None) if w is None else (w, "j")
