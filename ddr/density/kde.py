@@ -520,7 +520,7 @@ class KernelDensity(LogLikelihoodScore, DDRMixin, BaseEstimator):
             if not rows.is_lazy:
                 out = exact_query(rows.data, T, w, *fixed)
                 return _wrap(rows, out)
-            # in-memory training data: sent to the workers once (map_rows), for every block
+            # in-memory training data: one key of the graph for every block (map_rows)
             return map_rows(rows, exact_query, n_out=None, dtype=np.float64, name="kde",
                             args=(T, w, *fixed),
                             method="KernelDensity.score_samples")  # fmt: skip
