@@ -31,7 +31,7 @@ from threadpoolctl import threadpool_limits
 import ddr
 from benchmarks.per_block import best_ms, run_as_in_a_dask_worker
 from benchmarks.predict_ab import load_at
-from benchmarks.suites.transforms import CASES, chain_block, product_matrices
+from benchmarks.suites.transforms import CASES, chain_block, kde_train_rows, product_matrices
 
 HERE = Path(__file__).resolve().parent
 MODULES = {
@@ -93,10 +93,11 @@ def _pairs(x: np.ndarray, y: np.ndarray, old: dict[str, Any]) -> dict[str, tuple
             partial(getattr(kmeans, fn), x, c),
             Ms,
         )
-    kde = ddr.KernelDensity(algorithm="exact").fit(x[:1000])
+    n_train = kde_train_rows(d)
+    kde = ddr.KernelDensity(algorithm="exact").fit(x[:n_train])
     W, centre, h = kde._whitening_, kde._center_, kde.bandwidth_
-    Q, T = (x - centre) @ W.T, (x[:1000] - centre) @ W.T
-    out["KernelDensity exact log-sums (1 000 points)"] = (
+    Q, T = (x - centre) @ W.T, (x[:n_train] - centre) @ W.T
+    out[f"KernelDensity exact log-sums ({n_train:,} points)".replace(",", " ")] = (
         partial(old["kernels"].log_kernel_sums, Q, T, None, "gaussian", h),
         partial(kernels.log_kernel_sums, Q, T, None, "gaussian", h),
         product_matrices(case["KernelDensity exact"], kde, d),
