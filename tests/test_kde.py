@@ -126,20 +126,25 @@ def test_exact_gaussian_sums_by_tiles_of_pairs(rng, weighted):
     (queries x training points, more than one tile each way), without the close-pair
     recomputation of the other kernels: the log-sums of numpy's direct distances and
     scipy's logsumexp, for queries near the data, far from it (every term underflows: the
-    rows are summed again about their largest term) and at a training point."""
+    rows are summed again about their largest term) and at a training point. Where most
+    queries of the first tiles are far (as on wide data), every later tile is summed about
+    its rows' largest terms at once, near queries too."""
     from scipy.special import logsumexp
 
     from ddr.density._kernels import log_kernel_sums
 
     T = rng.standard_normal((5000, 6)) * 3.0
-    Q = np.vstack([rng.standard_normal((300, 6)), T[:3], np.full((2, 6), 400.0)])
+    near = np.vstack([rng.standard_normal((300, 6)), T[:3]])
+    far = np.full((2, 6), 400.0)
+    far_first = np.vstack([rng.standard_normal((200, 6)) + 60.0, near])
     log_w = np.log(rng.uniform(0.1, 5.0, size=5000)) if weighted else None
-    d2 = ((Q[:, None, :] - T[None, :, :]) ** 2).sum(axis=-1)
-    for h in (0.3, 2.0):
-        ref = logsumexp(-0.5 * d2 / h**2 + (0.0 if log_w is None else log_w), axis=1)
-        got = log_kernel_sums(Q, T, log_w, "gaussian", h)
-        np.testing.assert_allclose(got, ref, rtol=1e-11, atol=1e-11)
-        assert np.isfinite(got).all()
+    for Q in (np.vstack([near, far]), far_first):
+        d2 = ((Q[:, None, :] - T[None, :, :]) ** 2).sum(axis=-1)
+        for h in (0.3, 2.0):
+            ref = logsumexp(-0.5 * d2 / h**2 + (0.0 if log_w is None else log_w), axis=1)
+            got = log_kernel_sums(Q, T, log_w, "gaussian", h)
+            np.testing.assert_allclose(got, ref, rtol=1e-11, atol=1e-11)
+            assert np.isfinite(got).all()
 
 
 def test_binned_lattice_sums_and_points_are_computed_once_per_fit(rng, monkeypatch):

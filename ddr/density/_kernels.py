@@ -305,6 +305,11 @@ def _gaussian_log_sums(
     E = np.empty((left.shape[0], tt))
     if whiten is not None:
         centre, Wt = Centring(whiten[0], left.shape[0]), np.ascontiguousarray(whiten[1].T)
+    # where most queries are far from every point (wide data, whose whitened distances
+    # dwarf a rule-of-thumb bandwidth) their sums underflow and each would take a second
+    # GEMM: once that is seen, the tiles are summed about each row's largest exponent
+    # (one more pass over the tile, no second GEMM)
+    about_largest = False
     with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
         for q0 in range(0, n, tq):
             qs = Q[q0 : q0 + tq]
@@ -320,12 +325,16 @@ def _gaussian_log_sums(
                 ts = slice(t0, t0 + tt)
                 e = E[:r, : right[:, ts].shape[1]]
                 _exponents(a, right[:, ts], None if lw is None else lw[ts], out=e)
-                np.exp(e, out=e)
-                part = np.log(e.sum(axis=1))
-                tiny = np.flatnonzero(part < _LOG_TINY)  # subnormal terms: fewer digits
-                if tiny.size:  # far from every point: again, about the row's largest term
-                    again = _exponents(a[tiny], right[:, ts], None if lw is None else lw[ts])
-                    part[tiny] = _row_logsumexp(again)
+                if about_largest:
+                    part = _row_logsumexp(e)
+                else:
+                    np.exp(e, out=e)
+                    part = np.log(e.sum(axis=1))
+                    tiny = np.flatnonzero(part < _LOG_TINY)  # subnormal terms: fewer digits
+                    if tiny.size:  # far from every point: again, about the row's largest term
+                        again = _exponents(a[tiny], right[:, ts], None if lw is None else lw[ts])
+                        part[tiny] = _row_logsumexp(again)
+                        about_largest = 4 * tiny.size > r
                 np.logaddexp(out[q0 : q0 + r], part, out=out[q0 : q0 + r])
     return out + base
 
