@@ -78,6 +78,12 @@ def main(argv: list[str] | None = None) -> int:
         default=20_000,
         help="sparse suite: documents densified for dask-ml's dense TruncatedSVD",
     )
+    parser.add_argument(
+        "--transform-cases",
+        default="",
+        help="transforms suite: the models timed, comma-separated labels (default all; e.g. "
+        "'LDA,Nystroem' on W, where GaussianMixture full takes hours to fit)",
+    )
     args = parser.parse_args(argv)
     datasets = [d for d in args.datasets.split(",") if d]
     chosen = [s for s in args.suites.split(",") if s]
@@ -92,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     ctx.scaling_rows = args.scaling_rows
     ctx.counts_docs, ctx.counts_words = args.counts_docs, args.counts_words
     ctx.counts_length, ctx.counts_dense_docs = args.counts_length, args.counts_dense_docs
+    ctx.transform_cases = [c for c in args.transform_cases.split(",") if c]
     modules = {s: importlib.import_module(f"benchmarks.suites.{s}") for s in chosen}
     shared = [s for s in chosen if getattr(modules[s], "USES_DATASETS", True)]
     started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")

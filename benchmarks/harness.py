@@ -140,6 +140,7 @@ class Context:
         # the sparse suite's corpus: documents, words, mean tokens a document, dense documents
         self.counts_docs, self.counts_words, self.counts_length = 1_000_000, 20_000, 100
         self.counts_dense_docs = 20_000
+        self.transform_cases: list[str] = []  # the transforms suite's models (empty: all)
         self._client: Any = None
         self._cluster: Any = None
         self._numpy: dict[str, np.ndarray] = {}

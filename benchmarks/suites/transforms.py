@@ -157,7 +157,11 @@ def run(ctx: Context) -> None:
         for name in ctx.datasets:
             z = ctx.zarr_array(name)
             X, y = z[:FIT_ROWS], ctx.zarr_array(name, "y")[:FIT_ROWS]
-            for case in CASES:
+            chosen = [c for c in CASES if not ctx.transform_cases or c.label in ctx.transform_cases]
+            unknown = set(ctx.transform_cases) - {c.label for c in CASES}
+            if unknown:
+                raise ValueError(f"--transform-cases: unknown {sorted(unknown)}")
+            for case in chosen:
                 with warnings.catch_warnings():  # a model's convergence is not measured here
                     warnings.simplefilter("ignore", ConvergenceWarning)
                     model = case.fit(X, y)

@@ -150,14 +150,13 @@ def _read_block(source: StoredChunks, region: tuple[tuple[int, int], ...]) -> np
     """The values in ``region`` (on stored chunk bounds), read chunk by chunk through ddr's
     reader (:meth:`~ddr.io.zarr_chunks.StoredChunks.pieces`, decoded without zarr's copy)
     and placed in the block: the one copy a block made of several chunks needs."""
-    pieces = source.pieces(region)
-    at, values = next(pieces)
-    following = next(pieces, None)
-    if following is None:  # one chunk (or zarr's read of the region): the block as read
-        return np.asarray(values)
-    out = np.empty(tuple(stop - start for start, stop in region), dtype=source.dtype)
-    out[at] = values
-    out[following[0]] = following[1]
-    for at, values in pieces:
+    shape = tuple(stop - start for start, stop in region)
+    out = None
+    for at, values in source.pieces(region):
+        if out is None:
+            if values.shape == shape:  # one chunk (or zarr's read of the region): as read
+                return np.asarray(values)
+            out = np.empty(shape, dtype=source.dtype)
         out[at] = values
+    assert out is not None  # a region holds one chunk at least
     return out
