@@ -104,27 +104,6 @@ def test_each_row_block_of_all_variables_is_one_task_reading_their_stored_chunks
     assert len(data.__dask_graph__().layers[joined]) == 8 and data.chunks == ((6,) * 8, (65,))
 
 
-def test_a_variable_in_other_row_blocks_is_read_in_its_own_then_cut(tmp_path):
-    """sp stored in chunks of 12 time steps, t2m of 6: the joined blocks are t2m's, read by
-    the joining tasks; sp's row blocks are read by tasks of their own, then cut. Each stored
-    byte is still read once, and the fit is the same."""
-    ds, _ = _dataset(2)
-    path = tmp_path / "mixed.zarr"
-    ds[["t2m"]].chunk({"time": 6, "lat": 3, "lon": 4}).to_zarr(
-        str(path), mode="w", consolidated=False
-    )
-    ds[["sp"]].chunk({"time": 12, "y": 2}).to_zarr(str(path), mode="a", consolidated=False)
-    X = _open(path)
-    data = as_rows(X, sample_dim=SampleDims(("time",))).data
-    assert data.chunks[0] == (6,) * 8
-    reads = [n for n in data.__dask_graph__().layers if n.startswith("ddr-row-blocks-")]
-    assert len(reads) == 1 and len(data.__dask_graph__().layers[reads[0]]) == 4  # sp's
-    pca, read = _passes(path, lambda: ddr.PCA(n_components=2).fit(X, sample_dims="time"))
-    mask = {v: _first_chunks(path, v) for v in VARIABLES}
-    assert read == pytest.approx({v: 1 + mask[v] for v in VARIABLES}, abs=1e-12)
-    close(pca.components_, ddr.PCA(n_components=2).fit(ds, sample_dims="time").components_)
-
-
 def test_fits_read_each_stored_byte_once_and_equal_the_row_chunked_store(stores):
     ds, y, space, rows = stores
     Xs, Xr = _open(space), xr.open_zarr(str(rows), consolidated=False)
@@ -156,19 +135,30 @@ def test_fits_read_each_stored_byte_once_and_equal_the_row_chunked_store(stores)
     close(nb.var_, nref.var_)
 
 
-def test_variables_in_other_time_chunks_are_cut_to_common_row_blocks(tmp_path):
-    """sp stored in chunks of 8 time steps, t2m of 6: the row blocks are cut where either's
-    ends (a stored chunk is still read by one task only), and the fit is the same."""
+@pytest.mark.parametrize(
+    ("sp_rows", "read_apart"),
+    [(8, {"t2m": 8, "sp": 6}), (12, {"sp": 4})],
+    ids=["both-cut", "t2m-in-place"],
+)
+def test_variables_in_other_time_chunks_are_cut_to_common_row_blocks(tmp_path, sp_rows, read_apart):
+    """sp stored in chunks of ``sp_rows`` time steps, t2m of 6: the row blocks are cut where
+    either's ends. A variable whose row blocks are cut is read by tasks of its own (one per
+    block of it: ``read_apart``), then cut; one whose blocks are the joined ones (t2m beside
+    sp's 12) is read by the joining tasks. Each stored chunk is still read by one task only,
+    and the fit is the same."""
     ds, _ = _dataset(1)
     path = tmp_path / "mixed.zarr"
     ds[["t2m"]].chunk({"time": 6, "lat": 3, "lon": 4}).to_zarr(
         str(path), mode="w", consolidated=False
     )
-    ds[["sp"]].chunk({"time": 8, "y": 2}).to_zarr(str(path), mode="a", consolidated=False)
+    ds[["sp"]].chunk({"time": sp_rows, "y": 2}).to_zarr(str(path), mode="a", consolidated=False)
     X = _open(path)
     data = as_rows(X, sample_dim=SampleDims(("time",))).data
-    ends = sorted({*range(6, T + 1, 6), *range(8, T + 1, 8)})
+    ends = sorted({*range(6, T + 1, 6), *range(sp_rows, T + 1, sp_rows)})
     assert np.cumsum(data.chunks[0]).tolist() == ends
+    layers = data.__dask_graph__().layers
+    reads = sorted(len(layers[n]) for n in layers if n.startswith("ddr-row-blocks-"))
+    assert reads == sorted(read_apart.values())
     pca, read = _passes(path, lambda: ddr.PCA(n_components=2).fit(X, sample_dims="time"))
     mask = {v: _first_chunks(path, v) for v in VARIABLES}
     assert read == pytest.approx({v: 1 + mask[v] for v in VARIABLES}, abs=1e-12)

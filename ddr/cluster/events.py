@@ -209,8 +209,8 @@ class WorkerEvents:
             # a nanny may name its worker by the address it had before an earlier restart,
             # which no removal names: such a restart is taken as idle when every worker
             # removed so far held nothing (unknown until a removal is seen)
-            unnamed = any(self._held.values()) if self._held else None
-            idle = [(w, rss) for w, rss in restarts if self._held.get(w, unnamed) is False]
+            any_held = any(self._held.values()) if self._held else None
+            idle = [(w, rss) for w, rss in restarts if self._held.get(w, any_held) is False]
             limit = max((self._limit_of(w) for w, _ in restarts), default=0)
         # one fewer than dask's bound for one task (allowed-failures + 1 deaths, then
         # KilledWorker, which does not say why): the run stops with the reason first
