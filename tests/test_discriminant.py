@@ -151,6 +151,48 @@ def test_qda_far_class_and_tiles_match_sklearn(rng, monkeypatch):
     )
 
 
+def test_qda_solves_with_cholesky_and_decomposes_when_asked(rng, monkeypatch):
+    """The fit and the predictions use each class covariance's Cholesky factor; the
+    eigendecompositions (scalings_, rotations_) are made when first read, once, and a new
+    fit drops them. Where a factorisation fails the eigendecomposition whitens instead,
+    with the same probabilities; a model saved with rotations_ and scalings_ (before the
+    Cholesky solve) loads and predicts the same."""
+    from scipy import linalg
+
+    X, y = blobs(rng, offset=1e3)
+    ref = skda.QuadraticDiscriminantAnalysis(reg_param=0.01).fit(X, y)
+    est = ddr.QuadraticDiscriminantAnalysis(reg_param=0.01).fit(X, y)
+    assert "_eigen" not in vars(est)
+    assert_same_probabilities(est, ref, X)
+    scalings = est.scalings_
+    assert est.scalings_ is scalings and "_eigen" in vars(est)
+    for k, c in enumerate(est.classes_):
+        Xc = X[y == c] - X[y == c].mean(0)
+        cov = 0.99 * (Xc.T @ Xc / Xc.shape[0]) + 0.01 * np.eye(5)
+        np.testing.assert_allclose(scalings[k], np.linalg.eigvalsh(cov)[::-1], rtol=1e-10)
+        R, s = est.rotations_[k], scalings[k]
+        np.testing.assert_allclose((R * s) @ R.T, cov, rtol=0, atol=1e-11 * s[0])
+    est.fit(X[:1500], y[:1500])
+    assert "_eigen" not in vars(est)
+
+    old = {k: v for k, v in vars(est).items() if k not in est.get_params()}
+    old["rotations_"], old["scalings_"] = est.rotations_, est.scalings_
+    del old["_whiteners"], old["_log_dets"]
+    back = ddr.QuadraticDiscriminantAnalysis(reg_param=0.01)
+    back._set_state(old)
+    np.testing.assert_allclose(back.predict_proba(X), est.predict_proba(X), rtol=1e-12)
+
+    def failing(a, lower=0, clean=0, overwrite_a=0):
+        return a, 1
+
+    monkeypatch.setattr(linalg.lapack, "dpotrf", failing)
+    whitened = ddr.QuadraticDiscriminantAnalysis(reg_param=0.01).fit(X, y)
+    assert_same_probabilities(whitened, ref, X)
+    assert "_eigen" not in vars(whitened)
+    with pytest.raises(np.linalg.LinAlgError, match="not full rank"):
+        ddr.QuadraticDiscriminantAnalysis().fit(np.c_[X, X[:, 0]], y)
+
+
 # ---------------------------------------------------------------------------------- LDA
 LDA_SOLVERS = [
     {},
