@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -218,6 +218,31 @@ class Statistic(abc.ABC):
             If ``other`` has another shape (features, basis, bins), or is labelled where
             this one is not.
         """
+        self._check_mergeable(other)
+        return self._merge(other)
+
+    def merge_many(self, others: Sequence[Self]) -> Self:
+        """Combine with the statistics of several disjoint sets of rows at once.
+
+        The same as merging ``others`` one after another (to round-off), with the guards
+        of :meth:`merge`; a statistic may do it in one step (the d x d sums of
+        :class:`~ddr.stats.Moments` are added into one new matrix, not one per merge).
+
+        Parameters
+        ----------
+        others : sequence of Statistic
+            The same statistic, with the same options, of other rows.
+
+        Returns
+        -------
+        Statistic
+            The statistic of the rows of all.
+        """
+        for other in others:
+            self._check_mergeable(other)
+        return self._merge_many(list(others)) if others else self
+
+    def _check_mergeable(self, other: Statistic) -> None:
         kind = self._merges_with
         if not isinstance(other, kind):
             raise TypeError(f"cannot merge {kind.__name__} with {type(other).__name__}")
@@ -227,11 +252,18 @@ class Statistic(abc.ABC):
         field = self._labels_field
         if field is not None and (getattr(self, field) is None) != (getattr(other, field) is None):
             raise ValueError(self._labels_mismatch.format(cls=kind.__name__))
-        return self._merge(other)
 
     @abc.abstractmethod
     def _merge(self, other: Self) -> Self:
         """:meth:`merge` once the guards passed: the statistic of the rows of both."""
+
+    def _merge_many(self, others: list[Self]) -> Self:
+        """:meth:`merge_many` once the guards passed (at least one other); by default one
+        :meth:`_merge` after another."""
+        acc = self
+        for other in others:
+            acc = acc._merge(other)
+        return acc
 
     def _merge_key(self) -> Any:
         """What two values must share to merge (None: not known, not checked); by default
@@ -514,14 +546,10 @@ def merge_all(stats: Iterable[Statistic]) -> Statistic:
     Statistic
         The statistic of all their rows.
     """
-    it = iter(stats)
-    try:
-        acc = next(it)
-    except StopIteration:
-        raise ValueError("merge_all: no statistics to merge") from None
-    for s in it:
-        acc = acc.merge(s)
-    return acc
+    parts = list(stats)
+    if not parts:
+        raise ValueError("merge_all: no statistics to merge")
+    return parts[0].merge_many(parts[1:])
 
 
 def statistic_from_dict(data: Mapping[str, Any]) -> Statistic:

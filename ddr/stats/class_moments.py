@@ -323,17 +323,22 @@ class ClassMoments(Statistic):
         return self.n_features if self.n_classes else None  # no class yet: no width either
 
     def _merge(self, other: Self) -> Self:
-        classes = union_classes(self.classes, other.classes, "ClassMoments")
-        mine = dict(zip(self.classes.tolist(), self.moments, strict=True))
-        theirs = dict(zip(other.classes.tolist(), other.moments, strict=True))
-        merged = []
-        for c in classes.tolist():
-            a, b = mine.get(c), theirs.get(c)
-            merged.append(b if a is None else a if b is None else a.merge(b))
+        return self._merge_many([other])
+
+    def _merge_many(self, others: list[Self]) -> Self:
+        # each class's moments merged in one step (Moments.merge_many)
+        parts = [self, *others]
+        classes = self.classes
+        for p in others:
+            classes = union_classes(classes, p.classes, "ClassMoments")
+        found: dict[Any, list[Moments]] = {c: [] for c in classes.tolist()}
         counts = np.zeros(classes.shape[0])
-        counts[np.searchsorted(classes, self.classes)] += self.counts
-        counts[np.searchsorted(classes, other.classes)] += other.counts
-        return type(self)(classes, tuple(merged), counts)
+        for p in parts:
+            for c, m in zip(p.classes.tolist(), p.moments, strict=True):
+                found[c].append(m)
+            counts[np.searchsorted(classes, p.classes)] += p.counts
+        merged = tuple(ms[0].merge_many(ms[1:]) for ms in found.values())
+        return type(self)(classes, merged, counts)
 
     # --------------------------------------------------------------- read-outs
     def priors(self) -> np.ndarray:

@@ -142,11 +142,10 @@ def _block_stats_one_blas_thread(
 
 def _merge_parts(*parts: tuple[int, tuple[Statistic, ...]]) -> tuple[int, tuple[Statistic, ...]]:
     parts = aligned(parts)  # sent by other tasks: see the module's notes
-    n, acc = parts[0]
-    for m, stats in parts[1:]:
-        n += m
-        acc = tuple(a.merge(b) for a, b in zip(acc, stats, strict=True))
-    return n, acc
+    n = sum(m for m, _ in parts)
+    first, *rest = (stats for _, stats in parts)
+    merged = tuple(a.merge_many([r[i] for r in rest]) for i, a in enumerate(first))
+    return n, merged
 
 
 def _finish(part: tuple[int, tuple[Statistic, ...]], single: bool) -> Any:

@@ -328,6 +328,32 @@ class Moments(Statistic):
         count = float(n) if np.ndim(n) == 0 else n
         return type(self)(count, mean, scatter, self.n_rows + other.n_rows)
 
+    def _merge_many(self, others: list[Self]) -> Self:
+        """All at once: ``S = sum_i S_i + sum_i n_i (m_i - m)(m_i - m)^T`` about the merged
+        mean ``m``, the scatters added into one new d x d matrix (a merge after another
+        made one per merge: a merge task of four 5-class partials at d = 2000 allocated
+        fifteen 32 MB matrices, each faulted in page by page)."""
+        parts = [self, *others]
+        pairwise = type(self)._merge is not Moments._merge  # a subclass's own merge decides
+        if pairwise or any(p.diagonal or np.ndim(p.count) for p in parts):
+            return super()._merge_many(others)
+        counts = np.array([float(p.count) for p in parts])
+        n = counts.sum()
+        if n <= 0:
+            return super()._merge_many(others)
+        # the mean as a weighted sum of differences from the first: on a large offset the
+        # differences are what is known to full precision
+        base = self.mean
+        mean = base + sum(c * (p.mean - base) for c, p in zip(counts, parts, strict=True)) / n
+        scatter = np.add(self.scatter, others[0].scatter)
+        for p in others[1:]:
+            np.add(scatter, p.scatter, out=scatter)
+        for c, p in zip(counts, parts, strict=True):
+            if c > 0:  # DGER of v v^T keeps the sum exactly symmetric (see _merge)
+                v = np.sqrt(c) * (p.mean - mean)
+                scatter = dger(1.0, v, v, a=scatter.T, overwrite_a=1).T
+        return type(self)(float(n), mean, scatter, sum(p.n_rows for p in parts))
+
     # --------------------------------------------------------------- read-outs
     def _denominator(self, ddof: float) -> float | np.ndarray:
         denom = self.count - ddof

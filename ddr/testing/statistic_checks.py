@@ -184,8 +184,9 @@ def check_to_dict_round_trip(statistic: type[Statistic]) -> None:
 
 
 def check_merge_is_associative_and_commutative(statistic: type[Statistic]) -> None:
-    """Blocks merged in any order and any tree give the statistic of all the rows (to
-    round-off), and that is the statistic of the rows as one block."""
+    """Blocks merged in any order and any tree, two at a time or all at once
+    (``merge_many``), give the statistic of all the rows (to round-off), and that is the
+    statistic of the rows as one block."""
     data = _data(statistic)
     a, b, c, d = (_of(statistic, data, rows) for rows in BLOCKS)
     whole = _of(statistic, data)
@@ -195,8 +196,11 @@ def check_merge_is_associative_and_commutative(statistic: type[Statistic]) -> No
         d.merge(c).merge(b).merge(a),
         b.merge(a).merge(d.merge(c)),
         c.merge(a.merge(d)).merge(b),
+        a.merge_many([b, c, d]),  # in one step, as the engine's merge tasks do
+        c.merge_many([a, d, b]),
+        a.merge_many([]),
     ):
-        assert_same_statistic(other, left)
+        assert_same_statistic(other, left if other is not a else a)
     assert_same_statistic(left, whole)
 
 
