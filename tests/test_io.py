@@ -120,6 +120,31 @@ def test_write_marks_complete_last_and_roundtrips(tmp_path, arr):
     )
 
 
+def test_mark_complete_writes_the_attributes_and_the_marker_in_one_put(tmp_path):
+    """zarr's ``attrs.update`` writes the metadata once per key (a PUT each on an object
+    store, the marker alone in the last); ddr writes them together, then consolidates."""
+    import json
+
+    from zarr.storage import LocalStore
+
+    from ddr.io.outputs import mark_complete
+
+    written: list[dict] = []
+
+    class Recording(LocalStore):
+        async def set(self, key, value):
+            if key == "zarr.json":
+                written.append(json.loads(value.to_bytes()).get("attributes", {}))
+            return await super().set(key, value)
+
+    group = zarr.open_group(Recording(str(tmp_path / "g.zarr")), mode="w", zarr_format=3)
+    written.clear()
+    mark_complete(group, {"a": 1, "b": [2], "c": "three"})
+    assert len(written) == 2, written  # the attributes with the marker, then consolidated
+    assert written[0] == {"a": 1, "b": [2], "c": "three", STATUS_ATTR: "complete"}
+    assert output_status(tmp_path / "g.zarr") == "complete"
+
+
 def _explode(block, block_info=None):
     if block_info[None]["chunk-location"][0] == 2:
         raise RuntimeError("worker died")

@@ -468,7 +468,7 @@ class CsrWriter:
             "indptr", shape=indptr.shape, chunks=(max(min(len(indptr), 2**22), 1),), dtype=np.int64
         )
         ptr[:] = indptr
-        self.group.attrs.update(
+        self.group.update_attributes(
             {
                 "encoding-type": CSR_ENCODING,
                 "encoding-version": CSR_VERSION,
@@ -490,7 +490,7 @@ def write_feature_names(parent: zarr.Group, names: Iterable[str]) -> None:
     string array."""
     names = np.asarray(list(names), dtype=str)
     var = parent.create_group("var")
-    var.attrs.update(
+    var.update_attributes(
         {
             "encoding-type": "dataframe",
             "encoding-version": "0.2.0",
@@ -500,4 +500,4 @@ def write_feature_names(parent: zarr.Group, names: Iterable[str]) -> None:
     )
     idx = var.create_array("_index", shape=names.shape, dtype=str, chunks=(max(len(names), 1),))
     idx[:] = names
-    idx.attrs.update({"encoding-type": "string-array", "encoding-version": "0.2.0"})
+    idx.update_attributes({"encoding-type": "string-array", "encoding-version": "0.2.0"})

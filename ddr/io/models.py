@@ -423,7 +423,7 @@ def _write_estimator(est: Any, group: zarr.Group) -> None:
                 "int seed to make the model reproducible and savable"
             )
         encoded_params[k] = enc.encode(v, f"params.{k}")
-    group.attrs.update(
+    group.update_attributes(
         {
             MODEL_ATTR: f"{cls.__module__}.{cls.__qualname__}",
             "params": encoded_params,
@@ -499,7 +499,7 @@ def save_model(
             first = {STATUS_ATTR: "incomplete"}
             if claim is not None:
                 first[CLAIM_ATTR] = claim.token
-            group.attrs.update(first)
+            group.update_attributes(first)
             _write_estimator(est, group)
             check_claimed(p, claim, store)
             mark_complete(group, redact({**(attrs or {}), "ddr:version": __version__}))

@@ -333,7 +333,7 @@ def check_claimed(loc: Location, claim: Claim | None, store: Any) -> None:
 def mark_complete(group: zarr.Group, attrs: Mapping[str, Any]) -> None:
     """Write ``attrs`` and the completion marker in one metadata write, then consolidate the
     metadata (never before: see the module docstring)."""
-    group.attrs.update({**attrs, STATUS_ATTR: "complete"})
+    group.update_attributes({**attrs, STATUS_ATTR: "complete"})
     with warnings.catch_warnings():
         # zarr says consolidated metadata is not in the v3 specification yet; xarray and
         # zarr-python read it, and other readers ignore it and read the arrays' own metadata

@@ -108,7 +108,7 @@ def extend_stream(w: Any, out: OutputPlan) -> Streamed:
         first: dict[str, Any] = {STATUS_ATTR: "incomplete"}
         if claim is not None:
             first[CLAIM_ATTR] = claim.token
-        group.attrs.update(first)  # written without the consolidated metadata
+        group.update_attributes(first)  # written without the consolidated metadata
         for name, var in ds.variables.items():
             found: Any = group[str(name)]
             target = found.with_config({"write_empty_chunks": True})
@@ -219,7 +219,7 @@ def refresh_output(w: Any, out: OutputPlan) -> None:
         first: dict[str, Any] = {STATUS_ATTR: "incomplete"}
         if claim is not None:
             first[CLAIM_ATTR] = claim.token
-        group.attrs.update(first)
+        group.update_attributes(first)
         line = history_line(w.argv)
         attrs = {
             FINGERPRINT_ATTR: out.fingerprint,

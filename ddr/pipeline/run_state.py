@@ -278,7 +278,7 @@ def write_state(
             first: dict[str, Any] = {STATUS_ATTR: "incomplete"}
             if claim is not None:
                 first[CLAIM_ATTR] = claim.token
-            group.attrs.update(first)
+            group.update_attributes(first)
             enc = _Encoder(group)
             steps = {}
             for sid, rec in state.steps.items():
