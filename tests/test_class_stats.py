@@ -123,6 +123,37 @@ def test_classes_discovered_across_blocks_and_string_labels(rng):
     assert compute(ClassMoments, X, obj).classes.dtype.kind == "U"
 
 
+def test_class_moments_merge_many_of_parts_with_other_classes(rng):
+    """Partials that hold other classes (one holds none of a class, one a class alone, one
+    is declared empty) merged in one step: the numbers of merging them one by one and of
+    the rows as one block, and the same classes; a part of another width is refused."""
+    X, y = blobs(rng, n=900, k=4)
+    X += 1e6  # the merged mean is made from differences to the first part's
+    order = np.argsort(y, kind="stable")
+    X, y = X[order], y[order]
+    cuts = [(0, 150), (150, 500), (500, 520), (520, 900)]
+    parts = [ClassMoments.from_block(X[a:b], y[a:b]) for a, b in cuts]
+    parts.append(ClassMoments.empty(np.array([0, 9]), X.shape[1]))
+    at_once = parts[0].merge_many(parts[1:])
+    one_by_one = parts[0]
+    for p in parts[1:]:
+        one_by_one = one_by_one.merge(p)
+    whole = ClassMoments.from_block(X, y).merge(ClassMoments.empty(np.array([9]), X.shape[1]))
+    for got in (at_once, one_by_one):
+        np.testing.assert_array_equal(got.classes, [0, 1, 2, 3, 9])
+        np.testing.assert_array_equal(got.counts, whole.counts)
+        np.testing.assert_allclose(got.means, whole.means, rtol=1e-15)
+        for k in range(4):
+            np.testing.assert_allclose(
+                got.moments[k].covariance(), whole.moments[k].covariance(), rtol=1e-9, atol=1e-9
+            )
+            np.testing.assert_array_equal(got.moments[k].scatter, got.moments[k].scatter.T)
+    with pytest.raises(
+        ValueError, match="cannot merge ClassMoments of 4 features with ClassMoments of 3"
+    ):
+        parts[0].merge_many([parts[1], ClassMoments.from_block(X[:10, :3], y[:10])])
+
+
 def test_declared_classes_and_weights(rng):
     X, y = blobs(rng, n=300)
     w = rng.random(300)
