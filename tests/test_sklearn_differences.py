@@ -272,7 +272,8 @@ def test_attributes_and_methods(name):
     ours = getattr(ddr, name)(**params)
     theirs = _fit(_counterpart(name)(**theirs_params), ours)
     ours = _fit(ours, ours)
-    missing = sorted(_fitted_attributes(theirs) - _fitted_attributes(ours))
+    # ours may compute one when it is first read (QDA's rotations_): asked, not listed
+    missing = sorted(a for a in _fitted_attributes(theirs) if not hasattr(ours, a))
     rows = _rows_of(name, "attribute")
     assert sorted(rows) == missing, (
         f"{name}: the table lists attributes {sorted(rows)}; scikit-learn's has {missing} "
