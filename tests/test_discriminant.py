@@ -161,7 +161,11 @@ def test_qda_solves_with_cholesky_and_decomposes_when_asked(rng, monkeypatch):
 
     X, y = blobs(rng, offset=1e3)
     ref = skda.QuadraticDiscriminantAnalysis(reg_param=0.01).fit(X, y)
-    est = ddr.QuadraticDiscriminantAnalysis(reg_param=0.01).fit(X, y)
+    est = ddr.QuadraticDiscriminantAnalysis(reg_param=0.01)
+    assert not hasattr(est, "scalings_") and not hasattr(est, "rotations_")
+    with pytest.raises(AttributeError, match="QuadraticDiscriminantAnalysis is not fitted"):
+        _ = est.rotations_
+    est.fit(X, y)
     assert "_eigen" not in vars(est)
     assert_same_probabilities(est, ref, X)
     scalings = est.scalings_

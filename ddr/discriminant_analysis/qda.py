@@ -274,6 +274,8 @@ class QuadraticDiscriminantAnalysis(DiscriminantBase):
 
     def _eigen_of_classes(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Every class's scalings and rotations, computed once, when first asked for."""
+        if "_whiteners" not in vars(self):  # what an unfitted estimator says of a fitted_
+            raise AttributeError(f"{type(self).__name__} is not fitted: fit it first")
         if self._eigen is None:
             pairs = [self._eigendecomposition(k) for k in range(len(self.class_count_))]
             self._eigen = [s for s, _ in pairs], [r for _, r in pairs]
@@ -293,7 +295,8 @@ class QuadraticDiscriminantAnalysis(DiscriminantBase):
 
     def _get_state(self) -> dict[str, Any]:
         # the eigendecompositions follow from the class moments: not saved
-        return {k: v for k, v in vars(self).items() if k not in self.get_params() and k != "_eigen"}
+        params = self.get_params()
+        return {k: v for k, v in vars(self).items() if k not in params and k != "_eigen"}
 
     def _set_state(self, state: dict[str, Any]) -> None:
         # a model saved before the Cholesky solve kept rotations_ and scalings_ instead
