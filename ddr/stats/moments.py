@@ -75,8 +75,9 @@ def _centred_sums(
         # the mean of a whole sub-block took 6 ms at d = 2000, once per class of a block
         head = X[:_SHIFT_ROWS] if rows is None else np.take(X, rows[:_SHIFT_ROWS], axis=0)
         shift = head.mean(axis=0, dtype=np.float64)
-        if w is not None and w[:_SHIFT_ROWS].sum() > 0:
-            shift = (w[: head.shape[0]] @ head) / w[: head.shape[0]].sum()
+        k = head.shape[0]
+        if w is not None and w[:k].sum() > 0:
+            shift = (w[:k] @ head) / w[:k].sum()
     shift = np.where(np.isfinite(shift), shift, 0.0)  # non-finite input is reported below
     total = float(n) if w is None else float(w.sum())
     centre = Centring(shift, step)
@@ -341,8 +342,8 @@ class Moments(Statistic):
         made one per merge: a merge task of four 5-class partials at d = 2000 allocated
         fifteen 32 MB matrices, each faulted in page by page)."""
         parts = [self, *others]
-        pairwise = type(self)._merge is not Moments._merge  # a subclass's own merge decides
-        if pairwise or any(p.diagonal or np.ndim(p.count) for p in parts):
+        own = type(self)._merge is not Moments._merge  # a subclass's own merge decides
+        if own or len(others) == 1 or any(p.diagonal or np.ndim(p.count) for p in parts):
             return super()._merge_many(others)
         counts = np.array([float(p.count) for p in parts])
         n = counts.sum()
