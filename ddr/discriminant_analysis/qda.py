@@ -283,14 +283,18 @@ class QuadraticDiscriminantAnalysis(DiscriminantBase):
 
     @property
     def scalings_(self) -> list[np.ndarray]:
-        """Eigenvalues of each (regularised) class covariance, descending; computed when
-        first read (the fit and the predictions use Cholesky factors)."""
+        """Eigenvalues of each (regularised) class covariance, descending.
+
+        Computed when first read: the fit and the predictions use Cholesky factors.
+        """
         return self._eigen_of_classes()[0]
 
     @property
     def rotations_(self) -> list[np.ndarray]:
-        """Eigenvectors of each class covariance (columns; largest entry positive);
-        computed when first read."""
+        """Eigenvectors of each class covariance (columns; largest entry positive).
+
+        Computed when first read, with :attr:`scalings_`.
+        """
         return self._eigen_of_classes()[1]
 
     def _get_state(self) -> dict[str, Any]:
