@@ -229,8 +229,8 @@ def _lost_reported(caplog, victim: str) -> str:
     [
         # a pass shared by 5 fits; a block held whose chunks only the victim read
         (PIPELINES / "one-pass-statistics.yaml", "ddr-stats-block", True),
-        # streaming the scores to Zarr (a stored block's chunks are still held by the
-        # other worker's tasks of the same rows: any stored block will do)
+        # streaming the scores to Zarr: any stored block (a held store task whose chunk
+        # reads no other worker holds did not come in three runs: the worker was never killed)
         (Path("pca-scores.yaml"), "store-map", False),
     ],
     ids=["shared-pass", "streaming-writes"],
