@@ -150,6 +150,7 @@ class _Block:
             self.factors = [np.asfortranarray(f) for f in factors]
         if ct == "tied":
             self.local_p = self.local @ P
+            self.local_p_term = np.einsum("kj,kj->k", self.local_p, self.local_p)
         elif ct == "diag":
             self.prec = P * P
             self.local_prec = self.local * self.prec
@@ -177,13 +178,16 @@ class _Block:
                 W = self.times_factor(A, j, Z)
                 out[:, j] = np.einsum("ij,ij->i", W, W)
         elif ct == "tied":
+            # |z - m_j|^2 = |z|^2 - 2 z.m_j + |m_j|^2 of the whitened rows z: one product with
+            # the k whitened means, not k passes over the rows (as diag does); the rows and
+            # means are about the shift, so nothing large cancels
             A, Z = scratch("gmm.a", (m, d)), scratch("gmm.b", (m, d))
             np.copyto(A, Y)  # Y is the caller's: the product goes into A
             Z0 = self.times_factor(A, 0, Z)
-            Z = A if Z0 is Z else Z  # the buffer Z0 is not in
-            for j in range(k):
-                np.subtract(Z0, self.local_p[j], out=Z)
-                out[:, j] = np.einsum("ij,ij->i", Z, Z)
+            np.matmul(Z0, self.local_p.T, out=out)
+            out *= -2.0
+            out += np.einsum("ij,ij->i", Z0, Z0)[:, None]
+            out += self.local_p_term
         elif ct == "diag":
             if squares is None:
                 squares = np.multiply(Y, Y, out=scratch("gmm.a", (m, d)))
