@@ -84,6 +84,13 @@ def main(argv: list[str] | None = None) -> int:
         help="transforms suite: the models timed, comma-separated labels (default all; e.g. "
         "'LDA,Nystroem' on W, where GaussianMixture full takes hours to fit)",
     )
+    parser.add_argument(
+        "--transform-fit-rows",
+        type=int,
+        default=200_000,
+        help="transforms suite: the first rows each model is fitted on, in memory (the "
+        "methods are timed on every row; e.g. 10000 for GaussianMixture full on W)",
+    )
     args = parser.parse_args(argv)
     datasets = [d for d in args.datasets.split(",") if d]
     chosen = [s for s in args.suites.split(",") if s]
@@ -99,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     ctx.counts_docs, ctx.counts_words = args.counts_docs, args.counts_words
     ctx.counts_length, ctx.counts_dense_docs = args.counts_length, args.counts_dense_docs
     ctx.transform_cases = [c for c in args.transform_cases.split(",") if c]
+    ctx.transform_fit_rows = args.transform_fit_rows
     modules = {s: importlib.import_module(f"benchmarks.suites.{s}") for s in chosen}
     shared = [s for s in chosen if getattr(modules[s], "USES_DATASETS", True)]
     started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -141,6 +141,7 @@ class Context:
         self.counts_docs, self.counts_words, self.counts_length = 1_000_000, 20_000, 100
         self.counts_dense_docs = 20_000
         self.transform_cases: list[str] = []  # the transforms suite's models (empty: all)
+        self.transform_fit_rows = 200_000  # the rows the transforms suite fits them on
         self._client: Any = None
         self._cluster: Any = None
         self._numpy: dict[str, np.ndarray] = {}

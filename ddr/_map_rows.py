@@ -12,7 +12,6 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-import dask
 import dask.array as da
 import numpy as np
 
@@ -20,7 +19,7 @@ from ddr.stats._checks import block_start, check_rows, rows_at, sum_is_finite
 from ddr.stats._grid_out import rows_dataarray
 from ddr.stats._input import Rows
 from ddr.stats._units import DataUnits
-from ddr.stats.engine import aligned
+from ddr.stats.engine import aligned, shipped
 
 __all__ = ["RowCheck", "map_rows"]
 
@@ -85,11 +84,8 @@ def map_rows(
         _checked_block, fn=fn, check=check, nan_ok=allow_nan, what=method, hint=hint
     )
     if rows.is_lazy:
-        # big fitted arrays go into the graph once, as their own keys, not into every task
-        args = tuple(
-            dask.delayed(a, pure=True) if isinstance(a, np.ndarray) and a.nbytes > 2**20 else a
-            for a in args
-        )
+        # big fitted values go into the graph once, as their own keys, not into every task
+        args = tuple(shipped(a) for a in args)
         if n_out is None:
             out = X.map_blocks(
                 fn,

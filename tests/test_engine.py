@@ -158,3 +158,35 @@ def test_compute_with_rows_refuses_statistics_without_rows_and_other_blocks(rng)
     other = r"the per-row parameters are in 3 blocks and X in 2: pass the same X, in the same "
     with pytest.raises(ValueError, match=other + "blocks, on every pass"):
         compute_with_rows(spec, da.from_array(X, chunks=(30, -1)), rows)
+
+
+def _task_bytes(graph: dict, prefix: str) -> list[int]:
+    """Pickled size of each task whose key starts with ``prefix``."""
+    import pickle
+
+    return [len(pickle.dumps(t)) for k, t in graph.items() if str(k).find(prefix) >= 0]
+
+
+def test_large_options_go_into_the_graph_once():
+    """A statistic's large option is one key of the graph, not a copy in every block's
+    task (distributed sends each task's arguments with it); the result is unchanged."""
+    from ddr.stats import KMeansSums
+    from ddr.stats.engine import SHIP_BYTES, shipped
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((400, 3))
+    centres = rng.standard_normal((3000, 3))  # 72 000 bytes, above SHIP_BYTES
+    assert centres.nbytes > SHIP_BYTES
+    X = da.from_array(x, chunks=100)
+    graph = dict(lazy(KMeansSums.spec(centres=centres), X).__dask_graph__())
+    blocks = _task_bytes(graph, "ddr-stats-block")
+    assert len(blocks) == 4 and max(blocks) < SHIP_BYTES
+    holders = [k for k, t in graph.items() if _task_bytes({k: t}, "")[0] > centres.nbytes]
+    assert len(holders) == 1
+    # small options stay in the tasks; numpy input is never wrapped
+    small = centres[:10]
+    assert shipped(small) is small and shipped(centres, lazy=False) is centres
+    got = compute(KMeansSums.spec(centres=centres), X)
+    want = compute(KMeansSums.spec(centres=centres), x)
+    np.testing.assert_array_equal(got.counts, want.counts)
+    np.testing.assert_allclose(got.means, want.means, rtol=1e-13)

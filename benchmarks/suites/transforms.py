@@ -12,8 +12,9 @@ paired with the floor it cannot beat, re-measured before every run (median of 3)
 - read + BLAS + write: that, then dask's ``to_zarr`` of the same output (computed beforehand
   and held by the workers) with ddr's codecs and chunks (the write floor rows show it).
 
-Models are fitted beforehand (untimed) on the first 200 000 rows in memory: what a
-prediction costs does not depend on how its model was fitted. KernelDensity is measured
+Models are fitted beforehand (untimed) on the first 200 000 rows in memory
+(``--transform-fit-rows``): what a prediction costs does not depend on how its model was
+fitted. KernelDensity is measured
 where it is sensible at scale: binned on the first two columns (fitted on every row; the
 floor is the read: a binned query is a few lattice lookups), and exact on 1 000 training
 rows of all columns (twice the columns where that is more, for a covariance of full rank;
@@ -44,8 +45,6 @@ from benchmarks.harness import Context, fresh_path
 from benchmarks.suites.predict import tile_rows
 from ddr.io import write_zarr
 
-#: rows the models are fitted on, in memory
-FIT_ROWS = 200_000
 #: Nystroem's landmarks, and the exact KernelDensity's training rows
 LANDMARKS, KDE_TRAIN = 1000, 1000
 
@@ -156,7 +155,8 @@ def run(ctx: Context) -> None:
     with ctx.scratch() as folder:
         for name in ctx.datasets:
             z = ctx.zarr_array(name)
-            X, y = z[:FIT_ROWS], ctx.zarr_array(name, "y")[:FIT_ROWS]
+            rows = ctx.transform_fit_rows
+            X, y = z[:rows], ctx.zarr_array(name, "y")[:rows]
             chosen = [c for c in CASES if not ctx.transform_cases or c.label in ctx.transform_cases]
             unknown = set(ctx.transform_cases) - {c.label for c in CASES}
             if unknown:

@@ -28,7 +28,7 @@ from ddr.clustering._init import (
     initial_centres,
     row_ids,
 )
-from ddr.clustering.lloyd import LloydRun, lloyd, lloyd_update, ship
+from ddr.clustering.lloyd import LloydRun, lloyd, lloyd_update
 from ddr.families import FitThenTransform
 from ddr.stats import KMeansSums, RowSample, compute
 from ddr.stats._centring import scratch
@@ -323,7 +323,6 @@ default="k-means++"
                 start,
                 tol=float(self.tol),
                 max_iter=int(self.max_iter),
-                lazy=rows.is_lazy,
                 what=f"KMeans (Lloyd, init {i + 1}/{n_init})",
                 stacklevel=3,
             )
@@ -423,8 +422,7 @@ default="k-means++"
         float
         """
         rows = self._rows(X, reset=False, sample_dim=sample_dim)
-        centres = ship(self.cluster_centers_, rows.is_lazy)
-        return -float(compute(KMeansSums.spec(centres=centres), rows.data).inertia)
+        return -float(compute(KMeansSums.spec(centres=self.cluster_centers_), rows.data).inertia)
 
     # ---------------------------------------------------------------- persistence
     def _get_state(self) -> dict[str, Any]:

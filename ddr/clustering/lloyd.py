@@ -21,18 +21,14 @@ import dataclasses
 import logging
 from typing import Any
 
-import dask
 import numpy as np
 
 from ddr.em import EMState, fit_em
 from ddr.stats import KMeansSums, compute
 
-__all__ = ["LloydRun", "lloyd", "lloyd_update", "mean_variance", "ship"]
+__all__ = ["LloydRun", "lloyd", "lloyd_update", "mean_variance"]
 
 logger = logging.getLogger(__name__)
-
-#: centres larger than this go into a dask graph once, as their own key
-_DELAY_BYTES = 2**16
 
 
 def lloyd_update(stat: KMeansSums, centres: np.ndarray) -> np.ndarray:
@@ -106,8 +102,7 @@ class _LloydProblem:
     """Lloyd's k-means for :func:`ddr.em.fit_em`: the parameters are the centres, the
     stopping rule scikit-learn's (see :func:`lloyd`)."""
 
-    def __init__(self, lazy: bool, tol: float) -> None:
-        self.lazy = lazy
+    def __init__(self, tol: float) -> None:
         self.tol = tol
         # scikit-learn's absolute tolerance: tol times the mean variance of the features,
         # known after the first pass (0 for tol=0: no scatter needed)
@@ -119,7 +114,7 @@ class _LloydProblem:
     def statistic(self, centres: np.ndarray) -> Any:
         # the first pass also sums each cluster's per-feature scatter: the data's variance
         scatter = "diag" if self.bound is None else None
-        return KMeansSums.spec(centres=ship(centres, self.lazy), scatter=scatter)
+        return KMeansSums.spec(centres=centres, scatter=scatter)
 
     def m_step(self, stat: KMeansSums, centres: np.ndarray) -> np.ndarray:
         if self.bound is None:
@@ -134,26 +129,6 @@ class _LloydProblem:
         assert self.bound is not None
         shift = float(np.sum((new - centres) ** 2))
         return shift <= self.bound, f"centre shift {shift:.3g} (at most {self.bound:.3g})"
-
-
-def ship(value: np.ndarray, lazy: bool) -> Any:
-    """``value`` as a parameter of a statistic's block tasks: a large array goes into a dask
-    graph once (a key every block task reads) instead of once per task.
-
-    Parameters
-    ----------
-    value : ndarray
-        The centres, shape (k, d).
-    lazy : bool
-        Whether the data are a dask array (else ``value`` is returned as it is).
-
-    Returns
-    -------
-    ndarray or Delayed
-    """
-    if lazy and value.nbytes > _DELAY_BYTES:
-        return dask.delayed(value, pure=True)
-    return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,7 +170,6 @@ def lloyd(
     *,
     tol: float,
     max_iter: int,
-    lazy: bool,
     what: str = "KMeans (Lloyd)",
     owner: str = "KMeans",
     scatter: str | None = None,
@@ -213,8 +187,6 @@ def lloyd(
         at most ``tol`` times the mean of the features' variances; 0 runs to a fixed point.
     max_iter : int
         At most this many iterations (a ConvergenceWarning when they are not enough).
-    lazy : bool
-        Whether X is a dask array.
     what, owner : str
         Progress records' prefix; the estimator named in warnings.
     scatter : {"full", "diag"} or None
@@ -226,7 +198,7 @@ def lloyd(
     -------
     LloydRun
     """
-    problem = _LloydProblem(lazy, float(tol))
+    problem = _LloydProblem(float(tol))
     state = fit_em(
         X,
         problem,
@@ -251,7 +223,7 @@ def lloyd(
     ):
         stat = last[1]  # a fixed point: the last pass was at the final centres
     else:
-        stat = compute(KMeansSums.spec(centres=ship(final, lazy), scatter=scatter), X)
+        stat = compute(KMeansSums.spec(centres=final, scatter=scatter), X)
         passes += 1
     curve = -np.asarray(state.loglik, dtype=np.float64)
     return LloydRun(final, stat, state.n_iter, state.converged, passes, curve)

@@ -31,7 +31,6 @@ from collections.abc import Hashable
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
-import dask
 import numpy as np
 from scipy import linalg
 from sklearn.base import BaseEstimator
@@ -43,7 +42,6 @@ from ddr.families import Blockwise, ComponentTransformer
 from ddr.linalg.kernels import KERNELS, KernelSpec, make_kernel, pairwise_kernel
 from ddr.linalg.nystrom import (
     LANDMARK_METHODS,
-    NystromMap,
     NystromMoments,
     clip_psd_eigenvalues,
     fit_nystrom,
@@ -82,20 +80,6 @@ def _preimage(Z: np.ndarray, packed: tuple) -> np.ndarray:
 def _packed_scores(X: np.ndarray, packed: tuple) -> np.ndarray:
     """:func:`~ddr.linalg.nystrom.kernel_scores` with its fitted arrays in one argument."""
     return kernel_scores(X, *packed)
-
-
-def _ship(value: Any, rows: Any) -> Any:
-    """Fitted arrays for the tasks of a dask graph: above 1 MiB, one ``Delayed`` (one key
-    that every block task depends on) instead of a copy embedded in each task."""
-    if not rows.is_lazy:
-        return value
-    items = value if isinstance(value, tuple) else (value,)
-    size = sum(getattr(v, "nbytes", 0) for v in items)
-    if isinstance(value, NystromMap):
-        size = value.landmarks.nbytes + value.normalization.nbytes
-    if size <= 2**20:
-        return value
-    return dask.delayed(value, pure=True, traverse=False)
 
 
 #: Beyond this n, a few top eigenpairs of the n x n Gram matrix come from Lanczos (ARPACK):
@@ -483,7 +467,7 @@ default="linear"
         # pass 2; the map (m x d landmarks, m x r normalisation) is one key of the graph,
         # not a copy in every block task
         with passes.step("moments of the mapped rows"):
-            mom = compute(NystromMoments.spec(feature_map=_ship(fmap, rows)), rows.data)
+            mom = compute(NystromMoments.spec(feature_map=fmap), rows.data)
         r = fmap.n_features_out
         k = r if self.n_components is None else min(r, self.n_components)
         lam, V = linalg.eigh(mom.scatter, subset_by_index=(r - k, r - 1))
@@ -555,7 +539,7 @@ default="linear"
         )
         return Blockwise(
             _packed_scores,
-            (_ship(packed, rows),),
+            (packed,),
             np.float64,
             "kernel_pca_transform",
             check="input",
@@ -587,9 +571,7 @@ default="linear"
             )
         rows = self._component_rows(X, sample_dim=sample_dim)
         packed = (self.X_transformed_fit_, self.dual_coef_, self._spec())
-        block = Blockwise(
-            _preimage, (_ship(packed, rows),), np.float64, "kernel_pca_preimage", units=1
-        )
+        block = Blockwise(_preimage, (packed,), np.float64, "kernel_pca_preimage", units=1)
         return self._reconstruct(rows, block)
 
     def __sklearn_tags__(self):

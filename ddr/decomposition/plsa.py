@@ -18,7 +18,6 @@ from collections.abc import Hashable
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
-import dask
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
@@ -95,17 +94,12 @@ def _loglik_block(X: Any, topics: np.ndarray) -> np.ndarray:
 
 
 class _EMProblem:
-    """pLSA for :func:`ddr.em.fit_em`: the parameters are the topics (K x V).
-
-    For dask input the topics go into the graph once (a ``dask.delayed`` value each worker
-    fetches once), not into every block's task: K x V floats times thousands of blocks.
-    """
-
-    def __init__(self, lazy: bool) -> None:
-        self.lazy = lazy
+    """pLSA for :func:`ddr.em.fit_em`: the parameters are the topics (K x V), which the
+    engine puts into a dask graph once, not into every block's task
+    (:func:`ddr.stats.engine.shipped`)."""
 
     def statistic(self, topics: np.ndarray) -> Any:
-        return PLSASums.spec(topics=dask.delayed(topics, pure=True) if self.lazy else topics)
+        return PLSASums.spec(topics=topics)
 
     def m_step(self, sums: PLSASums, topics: np.ndarray) -> np.ndarray:
         if sums.n_tokens <= 0:
@@ -268,7 +262,7 @@ class PLSA(FitThenTransform, ComponentTransformer, BaseEstimator):
                 start = rng.dirichlet(np.ones(d), size=k)
             state = fit_em(
                 rows.data,
-                _EMProblem(rows.is_lazy),
+                _EMProblem(),
                 EMState(start),
                 tol=self.tol,
                 max_iter=self.max_iter,

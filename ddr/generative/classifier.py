@@ -176,22 +176,6 @@ def predict_block(X: np.ndarray, jll: Callable, params: tuple, classes: np.ndarr
     return classes[np.argmax(check_some_class_possible(jll(X, *params)), axis=1)]
 
 
-def _ship(params: tuple, rows: Rows) -> Any:
-    """Large fitted arrays (e.g. training rows of exact kernel estimates) as one dask key.
-
-    Small parameters are embedded in the tasks; above 1 MiB they are wrapped in one
-    ``Delayed`` so the graph holds them once instead of once per block.
-    """
-    if not rows.is_lazy:
-        return params
-    size = sum(getattr(p, "nbytes", 0) for p in params)
-    if size <= 2**20:
-        return params
-    import dask
-
-    return dask.delayed(params, pure=True, traverse=False)
-
-
 # --------------------------------------------------------------------------- priors
 def check_priors(
     priors: Any, n_classes: int, *, name: str = "priors", renormalise: str
@@ -495,7 +479,6 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC
     ) -> Any:
         rows = self._predict_rows(X, sample_dim)
         jll, params = self._jll()
-        params = _ship(params, rows)
         return map_rows(
             rows, fn, n_out=len(self.classes_), dtype=np.float64, new_dim="class",
             new_coords=self.classes_, name=name, args=(jll, params),
@@ -565,7 +548,6 @@ class BaseGenerativeClassifier(DDRMixin, ClassifierMixin, BaseEstimator, abc.ABC
         """
         rows = self._predict_rows(X, sample_dim)
         jll, params = self._jll()
-        params = _ship(params, rows)
         return map_rows(
             rows, predict_block, n_out=None, dtype=self.classes_.dtype, name="predict",
             args=(jll, params, self.classes_), method=f"{type(self).__name__}.predict",

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import dask
 import numpy as np
 from scipy.special import logsumexp
 
@@ -22,9 +21,6 @@ from ddr.stats import GaussianMixtureSums
 from ddr.stats.mixture_sums import GaussianMixtureParams
 
 __all__ = ["MixtureEM", "MixtureModel", "mixture_model"]
-
-#: parameters larger than this go into a dask graph once, as their own key
-_DELAY_BYTES = 2**16
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -77,18 +73,13 @@ class MixtureEM:
     covariance_type : str
     reg_covar : float
         Added to every covariance's diagonal by the M-step.
-    lazy : bool
-        Whether X is a dask array (large parameters then enter its graph once).
     start : MixtureModel
         The start, whose marginal spread per feature is the unit of SQUAREM's coordinates.
     """
 
-    def __init__(
-        self, covariance_type: str, reg_covar: float, lazy: bool, start: MixtureModel
-    ) -> None:
+    def __init__(self, covariance_type: str, reg_covar: float, start: MixtureModel) -> None:
         self.ct = covariance_type
         self.reg = reg_covar
-        self.lazy = lazy
         # the mixture's marginal spread per feature: the unit of the means and covariances
         p, cov = start.params, start.covariances
         var = diagonals(cov, self.ct, p.n_features)
@@ -97,11 +88,7 @@ class MixtureEM:
         self.scale = np.sqrt(np.maximum(spread, np.finfo(float).tiny))
 
     def statistic(self, model: MixtureModel) -> Any:
-        params = model.params
-        nbytes = params.precisions_cholesky.nbytes + params.means.nbytes
-        if self.lazy and nbytes > _DELAY_BYTES:
-            return GaussianMixtureSums.spec(params=dask.delayed(params, pure=True))
-        return GaussianMixtureSums.spec(params=params)
+        return GaussianMixtureSums.spec(params=model.params)
 
     def m_step(self, stat: GaussianMixtureSums, model: MixtureModel) -> MixtureModel:
         weights, means, covs = m_step(stat.weight, stat.mean, stat.scatter, self.ct, self.reg)

@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 
 from ddr.clustering.kmeans import best_sample_centres
-from ddr.clustering.lloyd import ship
 from ddr.mixture._gaussian_math import EPS10, m_step, weighted_sums
 from ddr.stats import KMeansSums, compute
 from ddr.stats._input import Rows
@@ -149,7 +148,7 @@ def from_init_params(
         # one-hot responsibilities, scikit-learn's start)
         centres = best_sample_centres(rows_, k, rng, KMEANS_STARTS)
         scatter_kind = "full" if ct in ("full", "tied") else "diag"
-        spec = KMeansSums.spec(centres=ship(centres, rows.is_lazy), scatter=scatter_kind)
+        spec = KMeansSums.spec(centres=centres, scatter=scatter_kind)
         stat = compute(spec, rows.data)
         scatter = stat.scatter.sum(axis=0)[None] if ct == "tied" else stat.scatter
         _, m, cov = m_step(stat.counts, stat.means, scatter, ct, reg_covar)

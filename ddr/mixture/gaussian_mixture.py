@@ -333,7 +333,7 @@ class GaussianMixture(LogLikelihoodScore, DDRMixin, DensityMixin, BaseEstimator)
             else:
                 start, used = self._start(rows, rng, sample, inits)
                 passes += used
-            problem = MixtureEM(self.covariance_type, float(self.reg_covar), rows.is_lazy, start)
+            problem = MixtureEM(self.covariance_type, float(self.reg_covar), start)
             state = fit_em(
                 rows.data,
                 problem,
