@@ -7,6 +7,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import xarray as xr
+from graph_support import task_nbytes
 
 from ddr.stats import CategoricalCounts, ClassMoments, Histogram, Moments, compute, lazy
 from ddr.testing import counting_dask_array
@@ -160,13 +161,6 @@ def test_compute_with_rows_refuses_statistics_without_rows_and_other_blocks(rng)
         compute_with_rows(spec, da.from_array(X, chunks=(30, -1)), rows)
 
 
-def _task_bytes(graph: dict, prefix: str) -> list[int]:
-    """Pickled size of each task whose key starts with ``prefix``."""
-    import pickle
-
-    return [len(pickle.dumps(t)) for k, t in graph.items() if str(k).find(prefix) >= 0]
-
-
 def test_large_options_go_into_the_graph_once():
     """A statistic's large option is one key of the graph, not a copy in every block's
     task (distributed sends each task's arguments with it); the result is unchanged."""
@@ -178,11 +172,10 @@ def test_large_options_go_into_the_graph_once():
     centres = rng.standard_normal((3000, 3))  # 72 000 bytes, above SHIP_BYTES
     assert centres.nbytes > SHIP_BYTES
     X = da.from_array(x, chunks=100)
-    graph = dict(lazy(KMeansSums.spec(centres=centres), X).__dask_graph__())
-    blocks = _task_bytes(graph, "ddr-stats-block")
+    sizes = task_nbytes(lazy(KMeansSums.spec(centres=centres), X))
+    blocks = [n for k, n in sizes.items() if "ddr-stats-block" in str(k)]
     assert len(blocks) == 4 and max(blocks) < SHIP_BYTES
-    holders = [k for k, t in graph.items() if _task_bytes({k: t}, "")[0] > centres.nbytes]
-    assert len(holders) == 1
+    assert sum(n > centres.nbytes for n in sizes.values()) == 1  # the one key that holds them
     # small options stay in the tasks; numpy input is never wrapped
     small = centres[:10]
     assert shipped(small) is small and shipped(centres, lazy=False) is centres

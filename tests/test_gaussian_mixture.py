@@ -13,6 +13,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import xarray as xr
+from graph_support import task_nbytes
 from scipy import optimize, stats
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture as SkGM
@@ -291,8 +292,6 @@ def test_large_parameters_go_into_a_prediction_graph_once():
     """The fitted parameters (a dataclass of arrays) are one key of a prediction's graph, not
     a copy in every block's task: on 2 000 features a full mixture's precision factors are
     160 MB, which distributed sent to a worker with each of its tasks."""
-    import pickle
-
     from ddr.stats.engine import SHIP_BYTES
 
     rng = np.random.default_rng(0)
@@ -302,9 +301,8 @@ def test_large_parameters_go_into_a_prediction_graph_once():
     Xd = da.from_array(X, chunks=(100, -1))
     for method in ("predict", "predict_proba", "score_samples"):
         out = getattr(gm, method)(Xd)
-        graph = dict(out.__dask_graph__())
-        sizes = {k: len(pickle.dumps(t)) for k, t in graph.items()}
-        blocks = [n for k, n in sizes.items() if str(k).find("gmm-") >= 0]
+        sizes = task_nbytes(out)
+        blocks = [n for k, n in sizes.items() if "gmm-" in str(k)]
         assert len(blocks) == 6 and max(blocks) < SHIP_BYTES, (method, blocks)
         assert sum(n > gm.precisions_cholesky_.nbytes for n in sizes.values()) == 1
         np.testing.assert_allclose(out.compute(), getattr(gm, method)(X), rtol=1e-12)

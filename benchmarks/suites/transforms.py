@@ -14,15 +14,15 @@ paired with the floor it cannot beat, re-measured before every run (median of 3)
 
 Models are fitted beforehand (untimed) on the first 200 000 rows in memory
 (``--transform-fit-rows``): what a prediction costs does not depend on how its model was
-fitted. KernelDensity is measured
-where it is sensible at scale: binned on the first two columns (fitted on every row; the
-floor is the read: a binned query is a few lattice lookups), and exact on 1 000 training
-rows of all columns (twice the columns where that is more, for a covariance of full rank;
-the floor adds their float64 GEMM). Nystroem (rbf, m = 1000, gamma the
-median heuristic) is also measured against scikit-learn's ``Nystroem.transform`` of the same
-landmarks, on the cluster (``map_blocks``, summed, paired with the same floor) and on one
-chunk in memory (one BLAS thread each, interleaved, best of 3: ``sk/ddr`` is scikit-learn's
-time over ddr's; the target is 2). Target of every other ddr row: within 1.3x of its floor.
+fitted. KernelDensity is measured where it is sensible at scale: binned on the first two
+columns (fitted on every row; the floor is the read: a binned query is a few lattice
+lookups), and exact on 1 000 training rows of all columns (twice the columns where that is
+more, for a covariance of full rank; the floor adds their float64 GEMM). Nystroem (rbf,
+m = 1000, gamma the median heuristic) is also measured against scikit-learn's
+``Nystroem.transform`` of the same landmarks, on the cluster (``map_blocks``, summed, paired
+with the same floor) and on one chunk in memory (one BLAS thread each, interleaved, best of
+3: ``sk/ddr`` is scikit-learn's time over ddr's; the target is 2). Target of every other ddr
+row: within 1.3x of its floor.
 """
 
 from __future__ import annotations
